@@ -1,0 +1,61 @@
+"""Cost of switching candidates: one `apply_rope_scaling` enter+exit vs one forward pass.
+
+Prints ratios measured in this process (no absolute targets). Run: ``python bench/patching.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from longrope_opt import RopeScaling  # noqa: E402
+from longrope_opt import RopeSpec  # noqa: E402
+from longrope_opt.patching import apply_rope_scaling  # noqa: E402
+from tests.conftest import build_tiny_model  # noqa: E402
+
+
+def best_of(fn, repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    torch.set_num_threads(2)
+    rows = []
+    for family in ["llama", "mistral", "qwen2", "phi3"]:
+        model = build_tiny_model(family)
+        spec = RopeSpec.from_config(model.config)
+        scalings = [RopeScaling(np.full(spec.n_factors, 1.0 + i / 100)) for i in range(10)]
+        ids = torch.randint(3, 128, (1, 2048))
+
+        def forward() -> None:
+            with torch.inference_mode():
+                model(ids)
+
+        def repatch_1000() -> None:
+            for i in range(1000):
+                with apply_rope_scaling(model, scalings[i % 10], spec=spec):
+                    pass
+
+        forward()
+        t_fwd = best_of(forward)
+        t_patch = best_of(repatch_1000, 3) / 1000
+        rows.append((family, t_fwd * 1e3, t_patch * 1e6, 100 * t_patch / t_fwd))
+    print(f"{'family':8} {'fwd 2k (ms)':>12} {'re-patch (us)':>14} {'re-patch / fwd':>15}")
+    for family, fwd_ms, patch_us, pct in rows:
+        print(f"{family:8} {fwd_ms:12.2f} {patch_us:14.1f} {pct:14.3f}%")
+
+
+if __name__ == "__main__":
+    main()

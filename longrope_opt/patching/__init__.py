@@ -1,0 +1,13 @@
+"""Patching: the only code that touches transformers internals.
+
+`apply_rope_scaling(model, scaling)` is a context manager that makes a loaded model use a
+`RopeScaling` (λ, n̂, t) and restores it exactly on exit.
+"""
+
+from __future__ import annotations
+
+from longrope_opt.patching._apply import apply_rope_scaling
+from longrope_opt.patching._compat import find_rotary_modules
+
+
+__all__ = ["apply_rope_scaling", "find_rotary_modules"]

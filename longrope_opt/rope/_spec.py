@@ -1,0 +1,219 @@
+"""`RopeSpec` (what a model's RoPE is) and `RopeScaling` (how to rescale it).
+
+Every context-extension method in this library is expressed as one `RopeScaling`: a rescale vector
+λ (one factor per rotary frequency), a start-token threshold n̂ and an attention scale t. Pair i of
+the token at position n is rotated by n·θ_i/λ_i (n ≥ n̂) or n·θ_i (n < n̂), and cos/sin are
+multiplied by t for n ≥ n̂ only. This is the representation transformers' `longrope` uses
+(`inv_freq = 1 / (ext_factors * base ** (2i/d))`), extended by n̂ (LongRoPE paper, §3.2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from longrope_opt.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """The rotary embedding of a pretrained model, read from its config.
+
+    Attributes:
+        head_dim: Size of one attention head.
+        base: RoPE base θ (``rope_theta``); θ_i = base^(−2i/rotary_dim).
+        original_length: Context length the model was trained at (L).
+        rotary_dim: Number of rotated channels per head (``head_dim * partial_rotary_factor``).
+            Defaults to ``head_dim``.
+    """
+
+    head_dim: int
+    base: float
+    original_length: int
+    rotary_dim: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.head_dim, int) or self.head_dim < 2:
+            raise InvalidArgumentError(
+                f"`head_dim` must be an integer >= 2, got {self.head_dim!r}."
+            )
+        if self.rotary_dim == 0:
+            object.__setattr__(self, "rotary_dim", self.head_dim)
+        rd = self.rotary_dim
+        if not isinstance(rd, int) or rd < 4 or rd % 2 or rd > self.head_dim:
+            raise InvalidArgumentError(
+                f"`rotary_dim` must be an even integer in [4, head_dim={self.head_dim}], got {rd!r}."
+            )
+        if not (math.isfinite(self.base) and self.base > 1.0):
+            raise InvalidArgumentError(f"`base` must be a finite number > 1, got {self.base!r}.")
+        if not isinstance(self.original_length, int) or self.original_length < 1:
+            raise InvalidArgumentError(
+                f"`original_length` must be an integer >= 1, got {self.original_length!r}."
+            )
+
+    @property
+    def n_factors(self) -> int:
+        """Length of a rescale vector: one factor per rotary frequency (``rotary_dim // 2``)."""
+        return self.rotary_dim // 2
+
+    def scale(self, target_length: int) -> float:
+        """The extension ratio s = L' / L, validated to be > 1."""
+        if (
+            not isinstance(target_length, (int, np.integer))
+            or target_length <= self.original_length
+        ):
+            raise InvalidArgumentError(
+                f"`target_length` must be an integer > the trained length "
+                f"{self.original_length}, got {target_length!r}."
+            )
+        return target_length / self.original_length
+
+    def inv_freq(self) -> npt.NDArray[np.float64]:
+        """Unscaled inverse frequencies θ_i = base^(−2i/rotary_dim), float64, shape (n_factors,)."""
+        exponents = np.arange(0, self.rotary_dim, 2, dtype=np.float64) / self.rotary_dim
+        return 1.0 / (self.base**exponents)
+
+    @classmethod
+    def from_config(cls, config: Any) -> RopeSpec:
+        """Read the spec from a transformers config (v5 ``rope_parameters`` or v4 ``rope_scaling``).
+
+        The trained length is ``rope_parameters["original_max_position_embeddings"]`` when present
+        (a model already extended with yarn/longrope), else the Phi-3 style top-level
+        ``original_max_position_embeddings``, else ``max_position_embeddings``.
+
+        Args:
+            config: A ``transformers.PretrainedConfig`` (duck-typed: no transformers import here).
+
+        Returns:
+            The spec.
+
+        Raises:
+            InvalidArgumentError: The config has no RoPE base or no length.
+        """
+        params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+        params = dict(params) if isinstance(params, dict) else {}
+        base = params.get("rope_theta", getattr(config, "rope_theta", None))
+        if base is None:
+            raise InvalidArgumentError(
+                f"config of model type {getattr(config, 'model_type', '?')!r} has no `rope_theta`."
+            )
+        n_heads = getattr(config, "num_attention_heads", None)
+        head_dim = getattr(config, "head_dim", None) or (config.hidden_size // n_heads)
+        partial = params.get(
+            "partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0
+        )
+        original = (
+            params.get("original_max_position_embeddings")
+            or getattr(config, "original_max_position_embeddings", None)
+            or getattr(config, "max_position_embeddings", None)
+        )
+        if original is None:
+            raise InvalidArgumentError("config has no `max_position_embeddings`.")
+        return cls(
+            head_dim=int(head_dim),
+            base=float(base),
+            original_length=int(original),
+            rotary_dim=int(int(head_dim) * float(partial)),
+        )
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A rescaled RoPE: per-frequency factors λ, start-token threshold n̂, attention scale t.
+
+    Attributes:
+        factors: λ, float64, shape (rotary_dim // 2,), finite and > 0 (1.0 = unchanged frequency).
+        n_hat: Positions n < n_hat keep the original angle n·θ_i and no attention scale.
+        attention_scale: t, multiplies cos and sin at positions ≥ n_hat (so logits scale by t²).
+    """
+
+    factors: npt.NDArray[np.float64]
+    n_hat: int = 0
+    attention_scale: float = 1.0
+    # Name of the method that produced it (for tables and provenance); not part of equality.
+    method: str = field(default="custom", compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            f = np.array(self.factors, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"`factors` must be a 1-D sequence of numbers, got {type(self.factors).__name__}."
+            ) from exc
+        if f.ndim != 1 or f.size == 0:
+            raise InvalidArgumentError(
+                f"`factors` must be a non-empty 1-D sequence, got shape {tuple(f.shape)}."
+            )
+        bad = np.flatnonzero(~np.isfinite(f) | (f <= 0))
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidArgumentError(
+                f"`factors` must be finite and > 0; got {float(f[i])} at index {i}."
+            )
+        f.setflags(write=False)
+        object.__setattr__(self, "factors", f)
+        if isinstance(self.n_hat, bool) or not isinstance(self.n_hat, (int, np.integer)):
+            raise InvalidArgumentError(f"`n_hat` must be an integer >= 0, got {self.n_hat!r}.")
+        if self.n_hat < 0:
+            raise InvalidArgumentError(f"`n_hat` must be an integer >= 0, got {self.n_hat}.")
+        object.__setattr__(self, "n_hat", int(self.n_hat))
+        t = self.attention_scale
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)):
+            raise InvalidArgumentError(
+                f"`attention_scale` must be a finite number > 0, got {t!r}."
+            )
+        if not (math.isfinite(float(t)) and t > 0):
+            raise InvalidArgumentError(f"`attention_scale` must be a finite number > 0, got {t}.")
+        object.__setattr__(self, "attention_scale", float(t))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RopeScaling):
+            return NotImplemented
+        return (
+            np.array_equal(self.factors, other.factors)
+            and self.n_hat == other.n_hat
+            and self.attention_scale == other.attention_scale
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.factors.tobytes(), self.n_hat, self.attention_scale))
+
+    def check(self, spec: RopeSpec) -> RopeScaling:
+        """Validate against a model's spec (the factor count must match); returns self."""
+        if self.factors.size != spec.n_factors:
+            raise InvalidArgumentError(
+                f"`factors` must have length rotary_dim // 2 = {spec.n_factors} for this model, "
+                f"got {self.factors.size}."
+            )
+        return self
+
+    def inv_freq(self, spec: RopeSpec) -> npt.NDArray[np.float64]:
+        """Rescaled inverse frequencies θ_i / λ_i (float64), the quantity transformers stores."""
+        self.check(spec)
+        return spec.inv_freq() / self.factors
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (factors as a list)."""
+        return {
+            "factors": [float(x) for x in self.factors],
+            "n_hat": self.n_hat,
+            "attention_scale": self.attention_scale,
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RopeScaling:
+        """Inverse of :meth:`to_dict`."""
+        if "factors" not in data:
+            raise InvalidArgumentError("`factors` is missing from the scaling dict.")
+        return cls(
+            factors=np.asarray(data["factors"], dtype=np.float64),
+            n_hat=data.get("n_hat", 0),
+            attention_scale=data.get("attention_scale", 1.0),
+            method=data.get("method", "custom"),
+        )
