@@ -1,0 +1,53 @@
+"""`longrope-opt` command line: thin subcommands over the library.
+
+Every subcommand parses its flags, calls one library function, and prints. Bad input is one line
+on stderr and exit code 2 (a traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from longrope_opt import __version__
+from longrope_opt.cli import _eval
+from longrope_opt.errors import LongRopeOptError
+
+
+_SUBCOMMANDS = {"eval": _eval}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="longrope-opt",
+        description="Search and evaluate LongRoPE rescale factors for pretrained LLMs.",
+        epilog="Run `longrope-opt COMMAND --help` for a command's flags and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"longrope-opt {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in _SUBCOMMANDS.items():
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``longrope-opt`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except LongRopeOptError as exc:
+        if args.debug:
+            raise
+        print(f"longrope-opt {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"longrope-opt {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

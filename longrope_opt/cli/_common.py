@@ -1,0 +1,48 @@
+"""Flags shared by subcommands and their parsing helpers."""
+
+from __future__ import annotations
+
+import argparse
+
+from longrope_opt.errors import InvalidArgumentError
+
+
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    """--model, --corpus, --seed, --dtype."""
+    group = parser.add_argument_group("model and text")
+    group.add_argument(
+        "--model",
+        default="smollm2-135m",
+        help="'smollm2-135m' (offline default), a model directory, a .gguf file, or a hub id",
+    )
+    group.add_argument(
+        "--corpus",
+        default="builtin",
+        help="'builtin' (CPython's own long text, offline), a .txt file or folder, or a datasets name",
+    )
+    group.add_argument(
+        "--samples", type=int, default=2, metavar="K", help="documents to evaluate (default 2)"
+    )
+    group.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
+    group.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=["bfloat16", "float32", "float16"],
+        help="model dtype (RoPE angles are fp32 regardless; default bfloat16)",
+    )
+
+
+def int_list(text: str, *, name: str) -> list[int]:
+    """'8192,16k,32k' → [8192, 16384, 32768]."""
+    values = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        try:
+            values.append(int(float(part[:-1]) * 1024) if part.endswith("k") else int(part))
+        except ValueError:
+            raise InvalidArgumentError(
+                f"`--{name}` must be a comma-separated list of integers (e.g. 8192,16k), got {text!r}."
+            ) from None
+    if any(v < 2 for v in values):
+        raise InvalidArgumentError(f"`--{name}` values must be >= 2, got {text!r}.")
+    return values

@@ -1,0 +1,10 @@
+"""Long-text samples: the offline built-in corpus, local files, and `datasets` names."""
+
+from __future__ import annotations
+
+from longrope_opt.data._samples import Samples
+from longrope_opt.data._samples import load_samples
+from longrope_opt.data._sources import builtin_documents
+
+
+__all__ = ["Samples", "builtin_documents", "load_samples"]

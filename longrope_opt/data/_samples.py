@@ -1,0 +1,115 @@
+"""`load_samples`: k long documents as token tensors, chosen deterministically by a seed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from longrope_opt.data._sources import builtin_documents
+from longrope_opt.data._sources import dataset_documents
+from longrope_opt.data._sources import describe_builtin
+from longrope_opt.data._sources import file_documents
+from longrope_opt.data._sources import text_hash
+from longrope_opt.errors import DataError
+from longrope_opt.errors import InvalidArgumentError
+
+
+class Samples(list):  # type: ignore[type-arg]
+    """A list of 1-D ``torch.long`` token tensors, plus where they came from.
+
+    Attributes:
+        source: The corpus as given (``"builtin"``, a path, or a dataset name).
+        doc_ids: One id per sample (module name, file path, or dataset row).
+        corpus_hash: sha256 prefix over the texts of the chosen documents (provenance).
+        length: Tokens per sample (every sample has exactly this many unless ``full=True``).
+    """
+
+    source: str
+    doc_ids: list[str]
+    corpus_hash: str
+    length: int
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or bool(re.search(r"\.(txt|md)$", source))
+
+
+def _candidates(source: str, length: int, seed: int) -> tuple[Iterable[tuple[str, str]], str]:
+    if source == "builtin":
+        docs = builtin_documents(min_chars=length // 2)
+        order = np.random.default_rng(seed).permutation(len(docs))
+        return [docs[i] for i in order], describe_builtin()
+    path = Path(source).expanduser()
+    if path.exists() or _looks_like_path(source):
+        docs = file_documents(path)
+        order = np.random.default_rng(seed).permutation(len(docs))
+        return [docs[i] for i in order], str(path)
+    return dataset_documents(source, seed), source
+
+
+def load_samples(
+    source: str,
+    tokenizer: Any,
+    length: int,
+    k: int,
+    seed: int = 0,
+    *,
+    full: bool = False,
+) -> Samples:
+    """Return `k` documents of at least `length` tokens, truncated to `length`.
+
+    Documents are visited in an order fixed by `seed`; the first `k` that are long enough are
+    kept, so the same seed gives the same samples, and a larger `k` extends a smaller one.
+
+    Args:
+        source: ``"builtin"`` (CPython's reference manual and long stdlib modules, offline), a
+            ``.txt``/``.md`` file or a folder of them, or a `datasets` name
+            ``name[:config][@split]`` such as ``"pg19@test"`` (needs the hub).
+        tokenizer: A transformers tokenizer (its special-token settings are used as they are).
+        length: Tokens per sample (L').
+        k: Number of samples.
+        seed: Chooses which documents.
+        full: Keep whole documents (for sliding-window evaluation) instead of truncating.
+
+    Returns:
+        `Samples`: a list of 1-D ``torch.long`` tensors with provenance attributes.
+
+    Raises:
+        InvalidArgumentError: `length` or `k` < 1.
+        DataError: Unknown/unreachable source, or fewer than `k` documents are long enough (the
+            message gives how many were found and how long the longest ones are).
+    """
+    import torch
+
+    if not isinstance(length, int) or length < 2:
+        raise InvalidArgumentError(f"`length` must be an integer >= 2, got {length!r}.")
+    if not isinstance(k, int) or k < 1:
+        raise InvalidArgumentError(f"`k` must be an integer >= 1, got {k!r}.")
+    docs, described = _candidates(source, length, seed)
+    chosen: list[tuple[str, str, list[int]]] = []
+    seen_lengths: list[int] = []
+    for doc_id, text in docs:
+        ids = tokenizer(text)["input_ids"]
+        seen_lengths.append(len(ids))
+        if len(ids) >= length:
+            chosen.append((doc_id, text, ids))
+            if len(chosen) == k:
+                break
+    if len(chosen) < k:
+        longest = sorted(seen_lengths, reverse=True)[:5]
+        raise DataError(
+            f"`corpus` {source!r} has {len(chosen)} document(s) of >= {length} tokens, need k={k}; "
+            f"{len(seen_lengths)} document(s) read, the longest have {longest} tokens."
+        )
+    samples = Samples(
+        torch.tensor(ids if full else ids[:length], dtype=torch.long) for _, _, ids in chosen
+    )
+    samples.source = described
+    samples.doc_ids = [doc_id for doc_id, _, _ in chosen]
+    samples.corpus_hash = text_hash([text for _, text, _ in chosen])
+    samples.length = length
+    return samples

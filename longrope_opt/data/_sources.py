@@ -1,0 +1,108 @@
+"""Where long documents come from: CPython's own text, local files, or a `datasets` name.
+
+Each source yields ``(doc_id, text)`` lazily, so `load_samples` tokenizes only as many documents as
+it needs. Candidates are ordered deterministically (then shuffled by the caller's seed), so the
+same seed picks the same documents on every machine with the same source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+from longrope_opt.errors import DataError
+
+
+#: Stdlib modules shorter than this many bytes cannot hold a long sample; skip them unread.
+_MIN_MODULE_BYTES = 20_000
+
+
+def builtin_documents(min_chars: int = 0) -> list[tuple[str, str]]:
+    """Long text that ships with every CPython: reference-manual prose and long stdlib modules.
+
+    Args:
+        min_chars: Skip documents shorter than this (a cheap pre-filter before tokenizing).
+
+    Returns:
+        ``[(doc_id, text)]`` in a fixed order: the reference manual first, then modules by name.
+    """
+    import pydoc_data.topics as topics
+
+    docs: list[tuple[str, str]] = []
+    # The topics are sections of the Python Language Reference; in key order they read as one
+    # long technical book (~465k characters).
+    manual = "\n\n".join(topics.topics[key] for key in sorted(topics.topics))
+    docs.append(("pydoc_data.topics", manual))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for path in sorted(stdlib.glob("*.py")):
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size >= max(min_chars, _MIN_MODULE_BYTES):
+            docs.append(
+                (f"stdlib/{path.name}", path.read_text(encoding="utf-8", errors="replace"))
+            )
+    return [(doc_id, text) for doc_id, text in docs if len(text) >= min_chars]
+
+
+def file_documents(path: Path) -> list[tuple[str, str]]:
+    """One document per ``.txt``/``.md`` file: `path` itself, or every such file below it (sorted)."""
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".md") and p.is_file())
+        if not files:
+            raise DataError(f"`corpus` directory {str(path)!r} holds no .txt or .md files.")
+    else:
+        raise DataError(f"`corpus` path {str(path)!r} does not exist.")
+    return [(str(p), p.read_text(encoding="utf-8", errors="replace")) for p in files]
+
+
+def dataset_documents(spec: str, seed: int) -> Iterator[tuple[str, str]]:
+    """Documents of a `datasets` dataset: ``name[:config][@split]`` (default split ``test``).
+
+    Streams, so only the documents actually used are downloaded; shuffled with a buffer by `seed`.
+    The text column is ``text`` (or the first string column).
+    """
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - datasets is a core dependency
+        raise DataError("`corpus` names a dataset but `datasets` is not installed.") from exc
+    name, _, split = spec.partition("@")
+    name, _, config = name.partition(":")
+    try:
+        ds = datasets.load_dataset(name, config or None, split=split or "test", streaming=True)
+        ds = ds.shuffle(seed=seed, buffer_size=64)
+        for i, row in enumerate(ds):
+            column = (
+                "text"
+                if "text" in row
+                else next((k for k, v in row.items() if isinstance(v, str)), None)
+            )
+            if column is None:
+                raise DataError(f"`corpus` dataset {spec!r} has no text column.")
+            yield f"{spec}#{i}", row[column]
+    except (OSError, ConnectionError, ValueError, FileNotFoundError) as exc:
+        if isinstance(exc, DataError):
+            raise
+        raise DataError(
+            f"could not read `corpus` dataset {spec!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+            "(no network? use 'builtin' or a local .txt file or folder)."
+        ) from exc
+
+
+def describe_builtin() -> str:
+    """Version tag for provenance: the builtin corpus differs between Python versions."""
+    return f"builtin(python {sys.version_info.major}.{sys.version_info.minor})"
+
+
+def text_hash(texts: list[str]) -> str:
+    """Short sha256 of the texts actually used (provenance)."""
+    h = hashlib.sha256()
+    for text in texts:
+        h.update(hashlib.sha256(text.encode("utf-8", errors="replace")).digest())
+    return h.hexdigest()[:16]

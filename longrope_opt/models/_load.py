@@ -1,0 +1,127 @@
+"""`load_model`: a hub id, a local directory, a ``.gguf`` file, or the ``smollm2-135m`` alias."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.errors import ModelLoadError
+from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.models._smollm2 import ALIAS
+from longrope_opt.models._smollm2 import resolve_smollm2
+
+
+DTYPES = ("bfloat16", "float32", "float16")
+ATTENTION = ("sdpa", "flash_attention_2", "eager")
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InvalidArgumentError(f"`{name}` must be one of {list(allowed)}, got {value!r}.")
+
+
+def _resolve(name_or_path: str) -> tuple[str, str | None]:
+    """(directory or hub id, gguf file name or None)."""
+    if name_or_path == ALIAS:
+        return str(resolve_smollm2()), None
+    path = Path(name_or_path).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelLoadError(f"`model` file {str(path)!r} does not exist.")
+        return str(path.parent), path.name
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"`model` directory {str(path)!r} has no config.json (not a transformers model)."
+            )
+        return str(path), None
+    if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1:
+        raise ModelLoadError(f"`model` path {name_or_path!r} does not exist.")
+    return name_or_path, None  # a hub id
+
+
+def load_model(
+    name_or_path: str = ALIAS,
+    *,
+    dtype: str = "bfloat16",
+    attn: str = "sdpa",
+    device: str = "cpu",
+) -> tuple[Any, Any]:
+    """Load a RoPE causal LM and its tokenizer, ready for evaluation (eval mode, no grad needed).
+
+    Args:
+        name_or_path: ``"smollm2-135m"`` (offline default), a local model directory, a ``.gguf``
+            file, or a hub id (needs the network the first time).
+        dtype: ``"bfloat16"`` (default; ≈ 5× faster than fp32 on CPUs with AMX), ``"float32"``
+            or ``"float16"``. RoPE angles are computed in fp32 in every case.
+        attn: ``"sdpa"`` (default), ``"flash_attention_2"`` (CUDA with the ``gpu`` extra only; falls
+            back to SDPA elsewhere) or ``"eager"``.
+        device: Torch device string.
+
+    Returns:
+        ``(model, tokenizer)``.
+
+    Raises:
+        ModelLoadError: Missing file/directory, or the hub is needed and unreachable.
+        UnsupportedModelError: The model has no rotary position embedding.
+        InvalidArgumentError: Bad `dtype` or `attn`.
+    """
+    _check_choice("dtype", dtype, DTYPES)
+    _check_choice("attn", attn, ATTENTION)
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers import AutoTokenizer
+
+    from longrope_opt.patching import find_rotary_modules
+
+    if attn == "flash_attention_2" and not _flash_attention_usable(device):
+        print(
+            "[longrope-opt] flash-attn 2 needs CUDA and the `gpu` extra; using SDPA instead.",
+            file=sys.stderr,
+        )
+        attn = "sdpa"
+    source, gguf_file = _resolve(name_or_path)
+    start = time.perf_counter()
+    print(
+        f"[longrope-opt] loading {name_or_path} ({dtype}, {attn}) ...", file=sys.stderr, flush=True
+    )
+    extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=getattr(torch, dtype), attn_implementation=attn, **extra
+        )
+    except OSError as exc:
+        raise ModelLoadError(
+            f"could not load `model` {name_or_path!r}: {str(exc).splitlines()[0]} "
+            "(no network? pass a local directory, a .gguf file, or 'smollm2-135m')."
+        ) from exc
+    except ValueError as exc:
+        if "Unrecognized" in str(exc) or "not supported" in str(exc):
+            raise UnsupportedModelError(f"`model` {name_or_path!r}: {exc}") from exc
+        raise
+    find_rotary_modules(model)  # fail now, with the model type, if there is no RoPE
+    model.to(device).eval()
+    model.config.use_cache = False
+    print(
+        f"[longrope-opt] loaded {name_or_path} in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return model, tokenizer
+
+
+def _flash_attention_usable(device: str) -> bool:
+    # The optional flash-attn path: CUDA only, and only when the `gpu` extra is installed.
+    import importlib.util
+
+    import torch
+
+    return (
+        device.startswith("cuda")
+        and torch.cuda.is_available()
+        and importlib.util.find_spec("flash_attn") is not None
+    )

@@ -1,0 +1,22 @@
+"""Optuna objectives over a patched model, and the plain evaluation they are built on."""
+
+from __future__ import annotations
+
+from longrope_opt.objectives._objective import PerplexityObjective
+from longrope_opt.objectives._perplexity import PerplexityResult
+from longrope_opt.objectives._perplexity import evaluate_perplexity
+from longrope_opt.objectives._perplexity import window_nll
+from longrope_opt.objectives._windows import Window
+from longrope_opt.objectives._windows import sliding_windows
+from longrope_opt.objectives._windows import truncate_window
+
+
+__all__ = [
+    "PerplexityObjective",
+    "PerplexityResult",
+    "Window",
+    "evaluate_perplexity",
+    "sliding_windows",
+    "truncate_window",
+    "window_nll",
+]

@@ -1,0 +1,90 @@
+"""`PerplexityObjective`: an Optuna objective over a patched model (lower is better)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+import torch
+
+from longrope_opt.objectives._perplexity import PerplexityResult
+from longrope_opt.objectives._perplexity import evaluate_perplexity
+from longrope_opt.space import SearchSpace
+
+
+class PerplexityObjective:
+    """Perplexity of the model rescaled by the trial's parameters, on long samples.
+
+    Per trial: the parameters become a `RopeScaling` (through `SearchSpace`, the same helper the
+    sampler uses), the model is patched in place (no reload), and the samples are evaluated. After
+    each sample the running perplexity is reported (``trial.report``, step = sample index), so a
+    pruner such as ``optuna.pruners.WilcoxonPruner`` can stop a losing candidate early. Per-sample
+    NLL and token counts go to trial user attrs; a NaN/inf perplexity fails the trial (Optuna marks
+    a NaN return as FAIL), never the study.
+
+    Args:
+        model: A loaded RoPE causal LM (`longrope_opt.models.load_model`).
+        samples: 1-D token tensors (`longrope_opt.data.load_samples`), each ≥ the target length.
+        space: The search space (model spec, target length, parameter names).
+        mode: ``"truncate"`` (search) or ``"sliding"``.
+        stride: Sliding stride (``"sliding"`` only).
+        progress: Show a progress bar over samples inside each trial.
+
+    Example:
+        >>> objective = PerplexityObjective(model, samples, space=SearchSpace(spec, 16384))
+        >>> study.optimize(objective, n_trials=10)
+    """
+
+    #: Direction of the returned value.
+    direction = "minimize"
+
+    def __init__(
+        self,
+        model: Any,
+        samples: Sequence[torch.Tensor],
+        *,
+        space: SearchSpace,
+        mode: str = "truncate",
+        stride: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.model = model
+        self.samples = list(samples)
+        self.space = space
+        self.mode = mode
+        self.stride = stride
+        self.progress = progress
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        scaling = self.space.suggest(trial)
+
+        def report(i: int, running: PerplexityResult) -> None:
+            _record(trial, running)
+            if math.isfinite(running.ppl):
+                trial.report(running.ppl, step=i)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned after {i + 1} sample(s), ppl {running.ppl:.4g}")
+
+        result = evaluate_perplexity(
+            self.model,
+            self.samples,
+            scaling,
+            mode=self.mode,
+            stride=self.stride,
+            window=self.space.target_length,
+            on_sample=report,
+            progress=self.progress,
+        )
+        if not math.isfinite(result.ppl):
+            trial.set_user_attr("failure", f"non-finite perplexity ({result.ppl})")
+            return math.nan  # Optuna fails the trial and the study goes on
+        return result.ppl
+
+
+def _record(trial: optuna.Trial, result: PerplexityResult) -> None:
+    # Written after every sample, so a pruned trial still says what it cost.
+    trial.set_user_attr("sample_nll", [round(x, 6) for x in result.sample_nll])
+    trial.set_user_attr("sample_tokens", list(result.sample_tokens))
+    trial.set_user_attr("evaluated_tokens", int(result.n_tokens))

@@ -1,0 +1,185 @@
+"""Perplexity of a patched model on long samples, fast on CPU: `evaluate_perplexity`.
+
+Why not ``model(ids, labels=ids)``: at 16k tokens and a 49k vocabulary that materialises 3.2 GB of
+fp32 logits (and copies them again inside the loss). Instead the decoder body runs once, and the
+LM head + cross-entropy run over chunks of positions, so peak memory is one chunk of logits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives._windows import Window
+from longrope_opt.objectives._windows import sliding_windows
+from longrope_opt.objectives._windows import truncate_window
+from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.rope import RopeScaling
+
+
+MODES = ("truncate", "sliding")
+
+
+@dataclass
+class PerplexityResult:
+    """Token-weighted perplexity over samples, with the per-sample numbers behind it.
+
+    Attributes:
+        ppl: exp(Σ NLL / Σ tokens); ``inf`` when the loss overflowed, ``nan`` when it was NaN.
+        nll_sum: Σ NLL (nats) over all scored tokens.
+        n_tokens: Number of scored tokens.
+        sample_nll: Σ NLL per sample.
+        sample_tokens: Scored tokens per sample.
+    """
+
+    ppl: float
+    nll_sum: float
+    n_tokens: int
+    sample_nll: list[float] = field(default_factory=list)
+    sample_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def sample_ppl(self) -> list[float]:
+        """Perplexity of each sample on its own."""
+        return [_safe_exp(n / t) for n, t in zip(self.sample_nll, self.sample_tokens)]
+
+
+def _safe_exp(x: float) -> float:
+    if math.isnan(x):
+        return math.nan
+    return math.exp(x) if x < 700 else math.inf
+
+
+def _final_logits(model: Any, logits: torch.Tensor) -> torch.Tensor:
+    # A few families post-process logits in their forward; reproduce that here.
+    config = model.config
+    if getattr(config, "logits_scaling", None):  # Granite
+        logits = logits / config.logits_scaling
+    if getattr(config, "logit_scale", None):  # Cohere
+        logits = logits * config.logit_scale
+    cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2/3
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def window_nll(
+    model: Any, ids: torch.Tensor, window: Window, *, chunk_size: int = 2048
+) -> tuple[float, int]:
+    """Σ NLL and token count of one window, without materialising full-vocabulary logits.
+
+    Args:
+        model: A causal LM (already patched if a scaling is wanted).
+        ids: The whole document, 1-D ``long``.
+        window: Which tokens to feed and which to score.
+        chunk_size: Positions per LM-head chunk (peak memory ≈ chunk_size × vocab × 4 bytes).
+
+    Returns:
+        ``(nll_sum, n_scored)``.
+    """
+    body = model.get_decoder()
+    head = model.get_output_embeddings()
+    device = head.weight.device
+    inputs = ids[window.begin : window.end].to(device)[None]  # (1, T)
+    hidden = body(input_ids=inputs, use_cache=False).last_hidden_state[0]  # (T, H)
+    # Position p predicts token p+1: score tokens [score_from, end) from hidden [score_from-1, end-1).
+    first = window.score_from - window.begin
+    hidden = hidden[first - 1 : -1]  # (S, H)
+    targets = inputs[0, first:]  # (S,)
+    nll = torch.zeros((), dtype=torch.float64, device=device)
+    for start in range(0, targets.numel(), chunk_size):
+        logits = head(hidden[start : start + chunk_size]).float()  # (C, V) fp32 for the softmax
+        logits = _final_logits(model, logits)
+        nll += F.cross_entropy(
+            logits, targets[start : start + chunk_size], reduction="sum"
+        ).double()
+    return float(nll), int(targets.numel())
+
+
+def evaluate_perplexity(
+    model: Any,
+    samples: Sequence[torch.Tensor],
+    scaling: RopeScaling | None,
+    *,
+    mode: str = "truncate",
+    stride: int | None = None,
+    window: int | None = None,
+    chunk_size: int = 2048,
+    on_sample: Callable[[int, PerplexityResult], None] | None = None,
+    progress: bool = False,
+) -> PerplexityResult:
+    """Perplexity of `model` with RoPE `scaling` on `samples`.
+
+    Args:
+        model: A loaded causal LM with RoPE (see `longrope_opt.models.load_model`).
+        samples: 1-D token tensors (see `longrope_opt.data.load_samples`).
+        scaling: The RoPE rescaling to apply; ``None`` evaluates the model as it is.
+        mode: ``"truncate"`` — one window per sample over its first `window` tokens (the search;
+            LongRoPE's ``--truncate``); ``"sliding"`` — windows of `window` tokens every `stride`
+            tokens over the whole sample, each token scored once (evaluation tables).
+        stride: Sliding stride (required for ``"sliding"``; the paper uses 256).
+        window: Context length; defaults to the longest sample.
+        chunk_size: Positions per LM-head chunk.
+        on_sample: Called after each sample with its index and the running result (the objective
+            reports to Optuna here; raising ``optuna.TrialPruned`` stops the evaluation).
+        progress: Show a progress bar over samples.
+
+    Returns:
+        A `PerplexityResult`.
+    """
+    if mode not in MODES:
+        raise InvalidArgumentError(f"`mode` must be one of {list(MODES)}, got {mode!r}.")
+    if not samples:
+        raise InvalidArgumentError("`samples` must hold at least one sample, got 0.")
+    window = window or max(int(s.numel()) for s in samples)
+    if mode == "sliding" and stride is None:
+        raise InvalidArgumentError("`stride` is required when `mode` is 'sliding' (e.g. 256).")
+    result = PerplexityResult(ppl=math.nan, nll_sum=0.0, n_tokens=0)
+    iterator: Any = enumerate(samples)
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(iterator, total=len(samples), desc="samples", leave=False, unit="doc")
+    with torch.inference_mode(), _maybe_patch(model, scaling):
+        for i, ids in iterator:
+            n = int(ids.numel())
+            windows = (
+                truncate_window(n, window)
+                if mode == "truncate"
+                else sliding_windows(n, window, stride)
+            )
+            nll, count = 0.0, 0
+            for w in windows:
+                w_nll, w_count = window_nll(model, ids, w, chunk_size=chunk_size)
+                nll, count = nll + w_nll, count + w_count
+            result.sample_nll.append(nll)
+            result.sample_tokens.append(count)
+            result.nll_sum += nll
+            result.n_tokens += count
+            result.ppl = _safe_exp(result.nll_sum / result.n_tokens)
+            if on_sample is not None:
+                on_sample(i, result)
+    return result
+
+
+class _maybe_patch:
+    """`apply_rope_scaling` when a scaling is given, else nothing."""
+
+    def __init__(self, model: Any, scaling: RopeScaling | None) -> None:
+        self._cm = apply_rope_scaling(model, scaling) if scaling is not None else None
+
+    def __enter__(self) -> None:
+        if self._cm is not None:
+            self._cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._cm is not None:
+            self._cm.__exit__(*exc)

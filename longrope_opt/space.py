@@ -1,0 +1,155 @@
+"""The LongRoPE search space, shared by the objective and the sampler (one place for the names).
+
+Trial parameters: ``lambda_00 … lambda_{n-1}`` (zero-padded, one per rotary frequency), ``n_hat``
+(categorical over the paper's set, or fixed), and ``attention_scale`` when it is searched.
+Paper Table 3: λ_i ∈ [1.0, 1.25·s] step 0.01, n̂ ∈ {0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64, 128,
+256}, λ non-decreasing. No torch here: samplers import this.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution
+from optuna.distributions import CategoricalDistribution
+from optuna.distributions import FloatDistribution
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope import ATTENTION_RULES
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+from longrope_opt.rope import attention_scale_for
+
+
+PAPER_N_HAT = (0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64, 128, 256)
+N_HAT = "n_hat"
+ATTENTION_SCALE = "attention_scale"
+
+
+def lambda_names(n: int) -> list[str]:
+    """``lambda_00 …`` zero-padded to the width of ``n − 1`` (at least two digits)."""
+    width = max(2, len(str(n - 1)))
+    return [f"lambda_{i:0{width}d}" for i in range(n)]
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Where the search looks, for one model and one target length.
+
+    Attributes:
+        spec: The model's RoPE.
+        target_length: L'.
+        lambda_low: Lowest factor (paper: 1.0).
+        lambda_high: Highest factor; defaults to 1.25·s.
+        step: Factor grid step (paper: 0.01); 0 for continuous.
+        n_hat: Candidate n̂ values (searched when more than one), or a single fixed value.
+        attention: A rule name from `longrope_opt.rope.ATTENTION_RULES` (fixed t), or ``"search"``.
+        attention_bounds: (low, high) for t when ``attention == "search"``.
+    """
+
+    spec: RopeSpec
+    target_length: int
+    lambda_low: float = 1.0
+    lambda_high: float | None = None
+    step: float = 0.01
+    n_hat: tuple[int, ...] = PAPER_N_HAT
+    attention: str = "longrope"
+    attention_bounds: tuple[float, float] = (1.0, 1.5)
+
+    def __post_init__(self) -> None:
+        s = self.spec.scale(self.target_length)
+        if self.lambda_high is None:
+            object.__setattr__(self, "lambda_high", round(1.25 * s, 10))
+        if not (math.isfinite(self.lambda_low) and self.lambda_low > 0):
+            raise InvalidArgumentError(
+                f"`lambda_low` must be a finite number > 0, got {self.lambda_low}."
+            )
+        if not self.lambda_high > self.lambda_low:
+            raise InvalidArgumentError(
+                f"`lambda_high` must be > lambda_low={self.lambda_low}, got {self.lambda_high}."
+            )
+        if self.step < 0 or (self.step and self.step > self.lambda_high - self.lambda_low):
+            raise InvalidArgumentError(
+                f"`step` must be 0 or in (0, {self.lambda_high - self.lambda_low}], got {self.step}."
+            )
+        n_hat = (self.n_hat,) if isinstance(self.n_hat, int) else tuple(self.n_hat)
+        if not n_hat or any((not isinstance(v, int)) or v < 0 for v in n_hat):
+            raise InvalidArgumentError(f"`n_hat` must be integers >= 0, got {self.n_hat!r}.")
+        object.__setattr__(self, "n_hat", tuple(sorted(set(n_hat))))
+        if self.attention != "search" and self.attention not in ATTENTION_RULES:
+            raise InvalidArgumentError(
+                f"`attention` must be 'search' or one of {sorted(ATTENTION_RULES)}, got {self.attention!r}."
+            )
+        lo, hi = self.attention_bounds
+        if not (0 < lo < hi):
+            raise InvalidArgumentError(
+                f"`attention_bounds` must satisfy 0 < low < high, got {self.attention_bounds}."
+            )
+
+    @property
+    def names(self) -> list[str]:
+        """The λ parameter names, in frequency order."""
+        return lambda_names(self.spec.n_factors)
+
+    @property
+    def fixed_attention_scale(self) -> float | None:
+        """t when it is fixed by a rule; None when searched."""
+        if self.attention == "search":
+            return None
+        return attention_scale_for(self.attention, self.spec, self.target_length)
+
+    def distributions(self) -> dict[str, BaseDistribution]:
+        """Optuna distributions of every searched parameter."""
+        step = self.step or None
+        high = self.lambda_high
+        if step:  # Optuna wants high on the grid
+            high = self.lambda_low + math.floor((high - self.lambda_low) / step + 1e-9) * step
+            high = round(high, 10)
+        dists: dict[str, BaseDistribution] = {
+            name: FloatDistribution(self.lambda_low, high, step=step) for name in self.names
+        }
+        if len(self.n_hat) > 1:
+            dists[N_HAT] = CategoricalDistribution(self.n_hat)
+        if self.attention == "search":
+            dists[ATTENTION_SCALE] = FloatDistribution(*self.attention_bounds)
+        return dists
+
+    def to_scaling(self, params: Mapping[str, Any]) -> RopeScaling:
+        """Trial parameters → `RopeScaling` (missing n̂ / t take their fixed values)."""
+        try:
+            factors = np.array([float(params[name]) for name in self.names])
+        except KeyError as exc:
+            raise InvalidArgumentError(
+                f"parameter {exc.args[0]!r} is missing from the trial."
+            ) from None
+        # A fixed n̂ / t is a property of the space: it wins over whatever the params carry.
+        n_hat = int(params[N_HAT]) if len(self.n_hat) > 1 and N_HAT in params else self.n_hat[0]
+        t = self.fixed_attention_scale
+        if t is None:
+            t = params.get(ATTENTION_SCALE, self.attention_bounds[0])
+        return RopeScaling(factors, n_hat, float(t), method="searched")
+
+    def to_params(self, scaling: RopeScaling) -> dict[str, Any]:
+        """`RopeScaling` → trial parameters (for enqueuing seeds). Values are kept exactly."""
+        scaling.check(self.spec)
+        params: dict[str, Any] = {n: float(v) for n, v in zip(self.names, scaling.factors)}
+        if len(self.n_hat) > 1:
+            params[N_HAT] = scaling.n_hat if scaling.n_hat in self.n_hat else self.n_hat[0]
+        if self.attention == "search":
+            lo, hi = self.attention_bounds
+            params[ATTENTION_SCALE] = min(max(scaling.attention_scale, lo), hi)
+        return params
+
+    def suggest(self, trial: Any) -> RopeScaling:
+        """Ask `trial` for every parameter (in a fixed order) and build the `RopeScaling`."""
+        params: dict[str, Any] = {}
+        for name, dist in self.distributions().items():
+            if isinstance(dist, CategoricalDistribution):
+                params[name] = trial.suggest_categorical(name, dist.choices)
+            else:
+                params[name] = trial.suggest_float(name, dist.low, dist.high, step=dist.step)
+        return self.to_scaling(params)

@@ -1,0 +1,87 @@
+"""`load_samples`: determinism, sources, and its errors (with a character-level tokenizer)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from longrope_opt.data import builtin_documents
+from longrope_opt.data import load_samples
+from longrope_opt.errors import DataError
+from longrope_opt.errors import InvalidArgumentError
+
+
+def char_tokenizer(text: str) -> dict[str, list[int]]:
+    """Stands in for a transformers tokenizer: one token per character."""
+    return {"input_ids": [ord(c) % 50000 for c in text]}
+
+
+def test_builtin_corpus_has_long_documents() -> None:
+    docs = builtin_documents(min_chars=50_000)
+    ids = [d for d, _ in docs]
+    assert ids[0] == "pydoc_data.topics"
+    assert len(docs) >= 5 and all(len(t) >= 50_000 for _, t in docs)
+
+
+def test_deterministic_for_a_seed_and_prefix_stable() -> None:
+    a = load_samples("builtin", char_tokenizer, 20_000, 3, seed=1)
+    b = load_samples("builtin", char_tokenizer, 20_000, 3, seed=1)
+    c = load_samples("builtin", char_tokenizer, 20_000, 4, seed=1)
+    other = load_samples("builtin", char_tokenizer, 20_000, 3, seed=2)
+    assert a.doc_ids == b.doc_ids and all(torch.equal(x, y) for x, y in zip(a, b))
+    assert c.doc_ids[:3] == a.doc_ids
+    assert other.doc_ids != a.doc_ids
+    assert all(s.dtype == torch.long and s.shape == (20_000,) for s in a)
+    assert a.corpus_hash == b.corpus_hash != other.corpus_hash
+
+
+def test_local_file_and_folder(tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("alpha " * 100)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.md").write_text("beta " * 100)
+    (tmp_path / "short.txt").write_text("x")
+    folder = load_samples(str(tmp_path), char_tokenizer, 400, 2, seed=0)
+    assert sorted(folder.doc_ids) == sorted(
+        [str(tmp_path / "a.txt"), str(tmp_path / "sub" / "b.md")]
+    )
+    single = load_samples(str(tmp_path / "a.txt"), char_tokenizer, 400, 1, seed=0, full=True)
+    assert single[0].numel() == 600
+
+
+def test_too_few_long_documents_says_how_many_and_how_long(tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("a" * 300)
+    (tmp_path / "b.txt").write_text("b" * 120)
+    with pytest.raises(
+        DataError,
+        match=r"has 1 document\(s\) of >= 200 tokens, need k=2; 2 document\(s\) read, the longest have \[300, 120\] tokens",
+    ):
+        load_samples(str(tmp_path), char_tokenizer, 200, 2)
+
+
+@pytest.mark.parametrize(
+    ("source", "pattern"),
+    [("./no/such/dir", "does not exist"), ("missing.txt", "does not exist")],
+)
+def test_missing_paths(source: str, pattern: str) -> None:
+    with pytest.raises(DataError, match=pattern):
+        load_samples(source, char_tokenizer, 100, 1)
+
+
+def test_empty_folder(tmp_path) -> None:
+    with pytest.raises(DataError, match="holds no .txt or .md files"):
+        load_samples(str(tmp_path), char_tokenizer, 100, 1)
+
+
+def test_unreachable_dataset_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(
+        DataError, match=r"could not read `corpus` dataset 'no-such-org/no-such-set'"
+    ):
+        load_samples("no-such-org/no-such-set", char_tokenizer, 100, 1)
+
+
+@pytest.mark.parametrize(("length", "k", "arg"), [(1, 1, "length"), (100, 0, "k")])
+def test_bad_length_or_k(length: int, k: int, arg: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"`{arg}` must be an integer"):
+        load_samples("builtin", char_tokenizer, length, k)

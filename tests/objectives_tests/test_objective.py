@@ -1,0 +1,92 @@
+"""`PerplexityObjective` inside real Optuna studies on SQLite files."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import optuna
+import pytest
+import torch
+
+from longrope_opt import RopeSpec
+from longrope_opt.objectives import PerplexityObjective
+from longrope_opt.objectives import evaluate_perplexity
+from longrope_opt.rope import yarn
+from longrope_opt.space import SearchSpace
+from tests.conftest import build_tiny_model
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _setup(k: int = 3):
+    model = build_tiny_model("llama")
+    spec = RopeSpec.from_config(model.config)
+    g = torch.Generator().manual_seed(0)
+    samples = [torch.randint(3, 128, (128,), generator=g) for _ in range(k)]
+    return model, samples, SearchSpace(spec, 128)
+
+
+def test_objective_runs_in_sqlite_study_and_records_attrs(tmp_path) -> None:
+    model, samples, space = _setup()
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="t", storage=storage, direction="minimize")
+    study.enqueue_trial(space.to_params(yarn(space.spec, 128)))
+    study.optimize(PerplexityObjective(model, samples, space=space), n_trials=3)
+    reloaded = optuna.load_study(study_name="t", storage=storage)
+    trials = reloaded.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(trials) == 3
+    first = trials[0]
+    # The enqueued YaRN seed evaluates to what evaluate_perplexity gives for YaRN directly.
+    direct = evaluate_perplexity(model, samples, space.to_scaling(first.params))
+    assert math.isclose(first.value, direct.ppl, rel_tol=1e-9)
+    assert first.user_attrs["sample_tokens"] == [127, 127, 127]
+    assert first.user_attrs["evaluated_tokens"] == 381
+    assert math.isclose(
+        math.exp(sum(first.user_attrs["sample_nll"]) / 381), first.value, rel_tol=1e-5
+    )
+    assert sorted(first.intermediate_values) == [0, 1, 2]
+
+
+def test_pruned_trial_records_what_it_cost(tmp_path) -> None:
+    model, samples, space = _setup(k=4)
+
+    class PruneAfterTwo(optuna.pruners.BasePruner):
+        def prune(self, study, trial) -> bool:
+            return len(trial.intermediate_values) >= 2
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'p.db'}", pruner=PruneAfterTwo())
+    study.optimize(PerplexityObjective(model, samples, space=space), n_trials=2)
+    for t in study.trials:
+        assert t.state == optuna.trial.TrialState.PRUNED
+        assert t.user_attrs["evaluated_tokens"] == 2 * 127
+
+
+def test_nan_fails_the_trial_not_the_study(tmp_path) -> None:
+    model, samples, space = _setup(k=1)
+    with torch.no_grad():
+        model.model.norm.weight.fill_(float("nan"))  # every logit becomes NaN
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'n.db'}")
+    study.optimize(PerplexityObjective(model, samples, space=space), n_trials=2)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2
+    assert "non-finite perplexity" in study.trials[0].user_attrs["failure"]
+
+
+def test_search_space_names_bounds_and_roundtrip() -> None:
+    spec = RopeSpec(head_dim=64, base=1e5, original_length=8192)
+    space = SearchSpace(spec, 16384)
+    dists = space.distributions()
+    assert list(dists)[:2] == ["lambda_00", "lambda_01"] and "lambda_31" in dists
+    assert dists["lambda_00"].low == 1.0 and dists["lambda_00"].high == pytest.approx(2.5)
+    assert dists["lambda_00"].step == 0.01
+    assert dists["n_hat"].choices == (0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64, 128, 256)
+    scaling = yarn(spec, 16384)
+    back = space.to_scaling(space.to_params(scaling))
+    np.testing.assert_array_equal(back.factors, scaling.factors)
+    assert back.attention_scale == pytest.approx(math.sqrt(1 + math.log(2) / math.log(8192)))
+    searched = SearchSpace(spec, 16384, attention="search", n_hat=4)
+    assert (
+        "attention_scale" in searched.distributions() and "n_hat" not in searched.distributions()
+    )
+    assert searched.to_scaling({**space.to_params(scaling), "attention_scale": 1.2}).n_hat == 4

@@ -1,0 +1,99 @@
+"""`evaluate_perplexity` on tiny models: chunked loss equals the naive loss; modes; callbacks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from longrope_opt import RopeScaling
+from longrope_opt import RopeSpec
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import Window
+from longrope_opt.objectives import evaluate_perplexity
+from longrope_opt.objectives import window_nll
+from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.rope import yarn
+from tests.conftest import build_tiny_model
+
+
+def _samples(n: int = 3, length: int = 150, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, 128, (length,), generator=g) for _ in range(n)]
+
+
+def _naive_nll(model, ids: torch.Tensor) -> float:
+    with torch.no_grad():
+        loss = model(ids[None], labels=ids[None]).loss  # mean over ids.numel() - 1 tokens
+    return float(loss) * (ids.numel() - 1)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "phi3"])
+@pytest.mark.parametrize("chunk_size", [7, 64, 4096])
+def test_chunked_loss_equals_naive_loss(family: str, chunk_size: int) -> None:
+    model = build_tiny_model(family)
+    ids = _samples(1)[0]
+    with torch.inference_mode():
+        nll, count = window_nll(model, ids, Window(0, ids.numel(), 1), chunk_size=chunk_size)
+    assert count == ids.numel() - 1
+    assert math.isclose(nll, _naive_nll(model, ids), rel_tol=1e-5)
+
+
+def test_perplexity_is_token_weighted_exp_of_naive_losses() -> None:
+    model = build_tiny_model("llama")
+    samples = _samples(3)
+    spec = RopeSpec.from_config(model.config)
+    scaling = yarn(spec, 150)
+    result = evaluate_perplexity(model, samples, scaling, chunk_size=32)
+    with apply_rope_scaling(model, scaling):
+        naive = [_naive_nll(model, s) for s in samples]
+    assert result.n_tokens == sum(s.numel() - 1 for s in samples)
+    np.testing.assert_allclose(result.sample_nll, naive, rtol=1e-5)
+    assert math.isclose(result.ppl, math.exp(sum(naive) / result.n_tokens), rel_tol=1e-5)
+    assert len(result.sample_ppl) == 3
+
+
+def test_sliding_mode_scores_whole_document_and_matches_truncate_for_big_window() -> None:
+    model = build_tiny_model("llama")
+    samples = _samples(2, length=150)
+    full = evaluate_perplexity(model, samples, None, mode="truncate")
+    same = evaluate_perplexity(model, samples, None, mode="sliding", window=150, stride=16)
+    assert same.sample_nll == pytest.approx(full.sample_nll, rel=1e-6)
+    slid = evaluate_perplexity(model, samples, None, mode="sliding", window=48, stride=16)
+    assert slid.n_tokens == full.n_tokens  # every token scored once
+    assert slid.ppl != pytest.approx(full.ppl, rel=1e-6)  # but with less context
+
+
+def test_truncate_window_shorter_than_samples() -> None:
+    model = build_tiny_model("llama")
+    result = evaluate_perplexity(model, _samples(2, length=150), None, window=64)
+    assert result.sample_tokens == [63, 63]
+
+
+def test_on_sample_sees_running_result_and_model_is_restored() -> None:
+    model = build_tiny_model("llama")
+    spec = RopeSpec.from_config(model.config)
+    seen: list[tuple[int, int]] = []
+    evaluate_perplexity(
+        model,
+        _samples(3),
+        RopeScaling(np.full(spec.n_factors, 2.0)),
+        on_sample=lambda i, r: seen.append((i, r.n_tokens)),
+    )
+    assert seen == [(0, 149), (1, 298), (2, 447)]
+    rotary = model.model.rotary_emb
+    assert "forward" not in rotary.__dict__
+
+
+def test_bad_mode_and_missing_stride() -> None:
+    model = build_tiny_model("llama")
+    with pytest.raises(
+        InvalidArgumentError, match=r"`mode` must be one of \['truncate', 'sliding'\], got 'slide'"
+    ):
+        evaluate_perplexity(model, _samples(1), None, mode="slide")
+    with pytest.raises(InvalidArgumentError, match="`stride` is required"):
+        evaluate_perplexity(model, _samples(1), None, mode="sliding")
+    with pytest.raises(InvalidArgumentError, match="`samples` must hold at least one sample"):
+        evaluate_perplexity(model, [], None)
