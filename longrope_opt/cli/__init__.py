@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"longrope-opt {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in _SUBCOMMANDS.items():
+    for module in _SUBCOMMANDS.values():
         module.add_parser(sub)
     return parser
 
