@@ -103,20 +103,30 @@ class SearchSpace:
         return attention_scale_for(self.attention, self.spec, self.target_length)
 
     def distributions(self) -> dict[str, BaseDistribution]:
-        """Optuna distributions of every searched parameter."""
-        step = self.step or None
-        high = self.lambda_high
-        if step:  # Optuna wants high on the grid
-            high = self.lambda_low + math.floor((high - self.lambda_low) / step + 1e-9) * step
-            high = round(high, 10)
+        """Optuna distributions of every searched parameter.
+
+        λ distributions are continuous on purpose: the PI/NTK/YaRN seeds are off the 0.01 grid
+        and must stay exact, and Optuna warns on every off-grid value of a stepped distribution.
+        The LongRoPE sampler keeps its own proposals on the `step` grid (see `snap`).
+        """
         dists: dict[str, BaseDistribution] = {
-            name: FloatDistribution(self.lambda_low, high, step=step) for name in self.names
+            name: FloatDistribution(self.lambda_low, self.lambda_high) for name in self.names
         }
         if len(self.n_hat) > 1:
             dists[N_HAT] = CategoricalDistribution(self.n_hat)
         if self.attention == "search":
             dists[ATTENTION_SCALE] = FloatDistribution(*self.attention_bounds)
         return dists
+
+    def snap(self, values: np.ndarray) -> np.ndarray:
+        """Round factors to the `step` grid from `lambda_low`, clipped to the bounds."""
+        v = np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.lambda_high)
+        if not self.step:
+            return v
+        k = np.round((v - self.lambda_low) / self.step)
+        return np.clip(
+            np.round(self.lambda_low + k * self.step, 10), self.lambda_low, self.lambda_high
+        )
 
     def to_scaling(self, params: Mapping[str, Any]) -> RopeScaling:
         """Trial parameters → `RopeScaling` (missing n̂ / t take their fixed values)."""

@@ -67,3 +67,50 @@ def build_tiny_model(family: str, seed: int = 0, **overrides: Any) -> Any:
 def tiny_model() -> Callable[..., Any]:
     """Factory fixture: ``tiny_model("llama", rope_parameters=...)``."""
     return build_tiny_model
+
+
+def save_tiny_model_dir(path: Any, family: str = "llama", seed: int = 0) -> str:
+    """A tiny model plus a word-level tokenizer (words ``w0 … w127``) saved as a model directory."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    model = build_tiny_model(family, seed=seed)
+    model.save_pretrained(path)
+    vocab = {f"w{i}": i for i in range(128)}
+    backend = Tokenizer(WordLevel(vocab, unk_token="w0"))
+    backend.pre_tokenizer = Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend).save_pretrained(path)
+    return str(path)
+
+
+def write_tiny_corpus(path: Any, n_docs: int = 3, words: int = 400, seed: int = 0) -> str:
+    """A folder of .txt documents in the tiny tokenizer's vocabulary (with some structure)."""
+    import random
+    from pathlib import Path
+
+    rng = random.Random(seed)
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        # a repeating phrase with noise: long-range structure a model can pick up
+        phrase = [f"w{rng.randrange(3, 128)}" for _ in range(17)]
+        text = " ".join(
+            phrase[i % 17] if rng.random() < 0.8 else f"w{rng.randrange(3, 128)}"
+            for i in range(words)
+        )
+        (folder / f"doc{d}.txt").write_text(text)
+    return str(folder)
+
+
+@pytest.fixture
+def tiny_model_dir(tmp_path_factory: Any) -> str:
+    """Path of a saved tiny Llama with its tokenizer."""
+    return save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path_factory: Any) -> str:
+    """Path of a folder of tiny-vocabulary documents (400 tokens each)."""
+    return write_tiny_corpus(tmp_path_factory.mktemp("corpus"))

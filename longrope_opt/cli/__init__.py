@@ -12,10 +12,12 @@ from collections.abc import Sequence
 
 from longrope_opt import __version__
 from longrope_opt.cli import _eval
+from longrope_opt.cli import _export
+from longrope_opt.cli import _search
 from longrope_opt.errors import LongRopeOptError
 
 
-_SUBCOMMANDS = {"eval": _eval}
+_SUBCOMMANDS = {"search": _search, "eval": _eval, "export": _export}
 
 
 def build_parser() -> argparse.ArgumentParser:

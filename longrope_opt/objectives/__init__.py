@@ -6,12 +6,18 @@ from longrope_opt.objectives._objective import PerplexityObjective
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
 from longrope_opt.objectives._perplexity import window_nll
+from longrope_opt.objectives._registry import ENTRY_POINT_GROUP
+from longrope_opt.objectives._registry import available_objectives
+from longrope_opt.objectives._registry import get_objective_factory
 from longrope_opt.objectives._windows import Window
 from longrope_opt.objectives._windows import sliding_windows
 from longrope_opt.objectives._windows import truncate_window
 
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "available_objectives",
+    "get_objective_factory",
     "PerplexityObjective",
     "PerplexityResult",
     "Window",

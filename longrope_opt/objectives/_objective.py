@@ -59,6 +59,9 @@ class PerplexityObjective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         scaling = self.space.suggest(trial)
+        # What was actually applied, including values the space fixes (export reads these).
+        trial.set_user_attr("n_hat", scaling.n_hat)
+        trial.set_user_attr("attention_scale", scaling.attention_scale)
 
         def report(i: int, running: PerplexityResult) -> None:
             _record(trial, running)

@@ -79,7 +79,10 @@ def test_search_space_names_bounds_and_roundtrip() -> None:
     dists = space.distributions()
     assert list(dists)[:2] == ["lambda_00", "lambda_01"] and "lambda_31" in dists
     assert dists["lambda_00"].low == 1.0 and dists["lambda_00"].high == pytest.approx(2.5)
-    assert dists["lambda_00"].step == 0.01
+    assert dists["lambda_00"].step is None  # the grid is the sampler's (seeds stay exact)
+    np.testing.assert_allclose(
+        space.snap(np.array([0.5, 1.004, 1.006, 9.0])), [1.0, 1.0, 1.01, 2.5]
+    )
     assert dists["n_hat"].choices == (0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64, 128, 256)
     scaling = yarn(spec, 16384)
     back = space.to_scaling(space.to_params(scaling))

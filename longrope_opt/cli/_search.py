@@ -1,0 +1,182 @@
+"""`longrope-opt search`: run (or resume) a LongRoPE search study."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+from longrope_opt.cli._common import add_model_flags
+from longrope_opt.errors import InvalidArgumentError
+
+
+EXAMPLES = """examples:
+  # the README's main command: a short real search at 16k on the offline default model
+  longrope-opt search --n-trials 16 --population-size 8 --num-parents 4 --num-mutations 4 --num-crossovers 4 --samples 1
+  # the paper's defaults (P=64, N1=N2=16, top-32, p=0.3), resumable: rerun to continue
+  longrope-opt search --study-name smol-32k --target-length 32768 --n-trials 1344 --samples 5
+  # a custom objective installed under the `longrope_opt.objectives` entry-point group
+  longrope-opt search --objective my-metric --study-name mine
+  # many machines: one PostgreSQL study
+  longrope-opt search --storage postgresql://user@db-host/longrope --study-name big --n-trials 500
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    parser = sub.add_parser(
+        "search",
+        help="search RoPE rescale factors (a resumable Optuna study)",
+        description="Evolutionary LongRoPE search, stored as an Optuna study. Rerunning the same "
+        "command resumes it; --n-trials is the study's total.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_model_flags(parser)
+    study = parser.add_argument_group("study")
+    study.add_argument(
+        "--target-length", type=int, default=16384, help="L' to extend to (default 16384)"
+    )
+    study.add_argument(
+        "--storage",
+        default=None,
+        help="database URL (default: $LONGROPE_OPT_STORAGE or sqlite:///longrope.db)",
+    )
+    study.add_argument("--study-name", default=None, help="default: '<model>-<target length>'")
+    study.add_argument(
+        "--n-trials", type=int, default=None, help="total finished trials for the study"
+    )
+    study.add_argument("--timeout", type=float, default=None, help="stop this run after SECONDS")
+    study.add_argument(
+        "--objective", default="perplexity", help="objective name (default perplexity)"
+    )
+    evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
+    evo.add_argument("--population-size", type=int, default=64, help="P, generation 0 size (64)")
+    evo.add_argument("--num-mutations", type=int, default=16, help="N1 per generation (16)")
+    evo.add_argument("--num-crossovers", type=int, default=16, help="N2 per generation (16)")
+    evo.add_argument("--num-parents", type=int, default=32, help="top-k kept (32)")
+    evo.add_argument("--mutation-prob", type=float, default=0.3, help="p (0.3)")
+    evo.add_argument(
+        "--n-hat",
+        default="search",
+        help="'search' (paper set) or a fixed integer (default search)",
+    )
+    evo.add_argument(
+        "--attention",
+        default="longrope",
+        help="attention scale: none, yarn, longrope (sqrt(1+ln s/ln L), default) or search",
+    )
+    evo.add_argument(
+        "--fuse",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compile element-wise work for faster long forwards (default on)",
+    )
+    parser.set_defaults(run=run)
+
+
+def _space(args: argparse.Namespace, spec: Any) -> Any:
+    from longrope_opt.space import PAPER_N_HAT
+    from longrope_opt.space import SearchSpace
+
+    if args.n_hat == "search":
+        n_hat: Any = PAPER_N_HAT
+    else:
+        try:
+            n_hat = int(args.n_hat)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"`--n-hat` must be 'search' or an integer >= 0, got {args.n_hat!r}."
+            ) from None
+    return SearchSpace(spec, args.target_length, n_hat=n_hat, attention=args.attention)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, open or resume the study, run to the budget, print best vs seeds."""
+    import optuna
+
+    from longrope_opt import RopeSpec
+    from longrope_opt.data import load_samples
+    from longrope_opt.models import load_model
+    from longrope_opt.objectives import get_objective_factory
+    from longrope_opt.samplers import LongRoPESampler
+    from longrope_opt.studies import build_provenance
+    from longrope_opt.studies import make_storage
+    from longrope_opt.studies import open_study
+    from longrope_opt.studies import resolve_storage_url
+    from longrope_opt.studies import run_study
+
+    url = resolve_storage_url(args.storage)
+    factory = get_objective_factory(args.objective)
+    if args.samples < 1:
+        raise InvalidArgumentError(f"`--samples` must be >= 1, got {args.samples}.")
+    storage = make_storage(url)  # fail on a bad database before the model loads
+    model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
+    spec = RopeSpec.from_config(model.config)
+    space = _space(args, spec)  # validates target length > trained length
+    samples = load_samples(args.corpus, tokenizer, args.target_length, args.samples, args.seed)
+    sampler = LongRoPESampler(
+        space=space,
+        population_size=args.population_size,
+        num_mutations=args.num_mutations,
+        num_crossovers=args.num_crossovers,
+        num_parents=args.num_parents,
+        mutation_prob=args.mutation_prob,
+        seed=args.seed,
+    )
+    name = args.study_name or f"{args.model.replace('/', '_')}-{args.target_length}"
+    provenance = build_provenance(
+        model=args.model,
+        model_type=model.config.model_type,
+        original_length=spec.original_length,
+        target_length=args.target_length,
+        corpus=samples.source,
+        corpus_hash=samples.corpus_hash,
+        doc_ids=samples.doc_ids,
+        samples=len(samples),
+        seed=args.seed,
+        objective=args.objective,
+    )
+    study = open_study(
+        storage=storage, study_name=name, sampler=sampler, provenance=provenance, spec=spec
+    )
+    objective = factory(model, samples, space=space, progress=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    start = time.perf_counter()
+    try:
+        done = run_study(
+            study, objective, n_trials=args.n_trials, timeout=args.timeout, graceful_interrupt=True
+        )
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: study {name!r} is consistent; rerun the same command to resume.")
+        print_summary(study)
+        return 130
+    print(
+        f"\n{done} trial(s) finished in {time.perf_counter() - start:.0f} s; study {name!r} in {url}"
+    )
+    print_summary(study)
+    return 0
+
+
+def print_summary(study: Any) -> None:
+    """Best trial vs the PI/NTK/YaRN seeds."""
+    from optuna.trial import TrialState
+
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not complete:
+        print("no completed trial yet")
+        return
+    seeds = {t.user_attrs["seed"]: t for t in complete if t.user_attrs.get("seed")}
+    best = min(complete, key=lambda t: t.value)
+    rows = [(f"seed {m.upper()}", seeds[m]) for m in ("pi", "ntk", "yarn") if m in seeds]
+    rows.append(("best found", best))
+    print(f"{'':<12}{'trial':>7}{'perplexity':>12}{'n_hat':>7}{'attn':>8}{'vs best seed':>14}")
+    best_seed = min((t.value for t in seeds.values()), default=math.nan)
+    for label, t in rows:
+        rel = 100 * (t.value / best_seed - 1) if math.isfinite(best_seed) else math.nan
+        print(
+            f"{label:<12}{t.number:>7}{t.value:>12.4f}{t.user_attrs.get('n_hat', 0):>7}"
+            f"{t.user_attrs.get('attention_scale', 1.0):>8.4f}{rel:>13.2f}%"
+        )
+    print(f"({len(complete)} completed trials)")

@@ -1,0 +1,281 @@
+"""`LongRoPESampler`: the LongRoPE evolutionary search as an Optuna sampler (paper Algorithm 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler
+from optuna.samplers import RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope import METHODS
+from longrope_opt.samplers import _state
+from longrope_opt.samplers._operators import Genome
+from longrope_opt.samplers._operators import crossover
+from longrope_opt.samplers._operators import mutate
+from longrope_opt.samplers._operators import random_monotone
+from longrope_opt.space import ATTENTION_SCALE
+from longrope_opt.space import N_HAT
+from longrope_opt.space import SearchSpace
+
+
+SEED_METHODS = ("pi", "ntk", "yarn")
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+
+
+class LongRoPESampler(BaseSampler):
+    """Evolutionary search over per-frequency RoPE factors λ, n̂ and (optionally) t.
+
+    Generation 0 is the PI, NTK and YaRN seeds (enqueue them with :meth:`seed_params` so they are
+    visible trials) plus ``population_size − 3`` mutants of them. Each later generation makes
+    `num_mutations` mutants and `num_crossovers` crossovers of the parents: the `num_parents`
+    best completed trials among the previous generation and its parents. Every candidate is
+    non-decreasing (λ_i ≤ λ_{i+1}), on the space's grid, and not already in the study.
+
+    All state is in the study storage (generation and slot per trial, parents per generation),
+    so a new process on the same storage continues the same search and several workers on one
+    study cooperate. The randomness of a trial is derived from ``(seed, trial.number)``: a seed
+    makes the candidate sequence reproducible, and workers sharing a seed still differ.
+
+    Reference: Ding et al., "LongRoPE: Extending LLM Context Window Beyond 2 Million Tokens",
+    ICML 2024, Algorithm 1 and Table 3 (P=64, N1=N2=16, p=0.3, top-k=32).
+
+    Args:
+        space: The search space (the same `SearchSpace` the objective uses).
+        population_size: P, the size of generation 0.
+        num_mutations: N1, mutants per later generation.
+        num_crossovers: N2, crossovers per later generation.
+        num_parents: k, parents kept per generation.
+        mutation_prob: p, per-gene re-draw probability.
+        max_tries: Attempts to find a new valid candidate before the fallback (a mutation with
+            p = 1, then a random monotone vector).
+        seed: Base seed; None draws one.
+    """
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        population_size: int = 64,
+        num_mutations: int = 16,
+        num_crossovers: int = 16,
+        num_parents: int = 32,
+        mutation_prob: float = 0.3,
+        max_tries: int = 50,
+        seed: int | None = None,
+    ) -> None:
+        if not isinstance(space, SearchSpace):
+            raise InvalidArgumentError(
+                f"`space` must be a SearchSpace, got {type(space).__name__}."
+            )
+        _check_int("population_size", population_size, len(SEED_METHODS))
+        _check_int("num_mutations", num_mutations, 0)
+        _check_int("num_crossovers", num_crossovers, 0)
+        _check_int("num_parents", num_parents, 1)
+        _check_int("max_tries", max_tries, 1)
+        if num_mutations + num_crossovers < 1:
+            raise InvalidArgumentError(
+                "`num_mutations` + `num_crossovers` must be >= 1, got "
+                f"{num_mutations} + {num_crossovers}."
+            )
+        if num_crossovers > 0 and num_parents < 2:
+            raise InvalidArgumentError(
+                f"`num_parents` must be >= 2 when crossovers are made, got {num_parents}."
+            )
+        if not (0.0 < mutation_prob <= 1.0):
+            raise InvalidArgumentError(
+                f"`mutation_prob` must be in (0, 1], got {mutation_prob!r}."
+            )
+        self._space = space
+        self._population_size = population_size
+        self._num_mutations = num_mutations
+        self._num_crossovers = num_crossovers
+        self._num_parents = num_parents
+        self._mutation_prob = mutation_prob
+        self._max_tries = max_tries
+        self._seed = int(np.random.SeedSequence(seed).entropy) if seed is None else int(seed)
+        self._random = RandomSampler(seed=self._seed)
+        self._seed_genomes = [
+            self._genome_of(METHODS[m](space.spec, space.target_length)) for m in SEED_METHODS
+        ]
+
+    # ----- public helpers -------------------------------------------------------------------
+
+    def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
+        """``[(method, params)]`` of the PI, NTK and YaRN seeds, ready for `study.enqueue_trial`."""
+        return [(m, self._params_of(g)) for m, g in zip(SEED_METHODS, self._seed_genomes)]
+
+    def generation_capacity(self, generation: int) -> int:
+        """Trials per generation: P for generation 0, N1 + N2 after."""
+        return (
+            self._population_size
+            if generation == 0
+            else self._num_mutations + self._num_crossovers
+        )
+
+    def get_parents(self, study: Study, generation: int) -> list[FrozenTrial]:
+        """The parents of `generation` (cached in storage by whichever worker asks first)."""
+        if generation == 0:
+            return []
+        by_number = {t.number: t for t in study._get_trials(deepcopy=False, use_cache=False)}
+        numbers = _state.cached_parents(study, generation)
+        if numbers is None:
+            pool = {t.number: t for t in _state.completed_in(study, generation - 1)}
+            for parent in self.get_parents(study, generation - 1):
+                pool.setdefault(parent.number, parent)
+            sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+            ranked = sorted(pool.values(), key=lambda t: (sign * t.value, t.number))
+            numbers = [t.number for t in ranked[: self._num_parents]]
+            _state.store_parents(study, generation, numbers)
+        return [by_number[n] for n in numbers if n in by_number]
+
+    # ----- optuna.samplers.BaseSampler --------------------------------------------------------
+
+    def reseed_rng(self) -> None:
+        self._seed = int(np.random.SeedSequence().entropy)
+        self._random.reseed_rng()
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        # Tag every trial, enqueued seeds included, so seeds count in generation 0 and can be parents.
+        _state.assign(study, trial, self.generation_capacity)
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self._space.distributions()
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        _single_objective_only(study)
+        if not search_space:
+            return {}
+        gen, slot = _state.assign(study, trial, self.generation_capacity)
+        rng = np.random.default_rng([self._seed & 0xFFFFFFFF, trial.number])
+        seen = self._existing_keys(study, trial)
+        genome = self._propose(study, gen, slot, rng, seen)
+        params = self._params_of(genome)
+        return {name: value for name, value in params.items() if name in search_space}
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        # Parameters outside the LongRoPE space (a user's extra knobs) are sampled at random.
+        _single_objective_only(study)
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+    # ----- internals ------------------------------------------------------------------------
+
+    def _propose(
+        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
+    ) -> Genome:
+        p = self._mutation_prob
+        if gen == 0:
+            parents = self._seed_genomes
+        else:
+            parents = [self._genome_of_params(t.params) for t in self.get_parents(study, gen)]
+            parents = [g for g in parents if g is not None] or self._seed_genomes
+        use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
+        for _ in range(self._max_tries):
+            if use_crossover:
+                i, j = rng.choice(len(parents), size=2, replace=False)
+                child = crossover(parents[int(i)], parents[int(j)], rng)
+                if (
+                    child is None
+                ):  # identical parents or no valid child: mutate instead (official code)
+                    child = mutate(parents[int(i)], self._space, rng, p)
+            else:
+                child = mutate(parents[int(rng.integers(len(parents)))], self._space, rng, p)
+            child = self._on_grid(child)
+            if child.key() not in seen:
+                return child
+        # Fallbacks, each bounded: a full re-draw of a parent, then a random monotone vector.
+        for _ in range(self._max_tries):
+            child = self._on_grid(
+                mutate(parents[int(rng.integers(len(parents)))], self._space, rng, 1.0)
+            )
+            if child.key() not in seen:
+                return child
+        while True:
+            child = random_monotone(self._space, rng, self._space.spec.n_factors)
+            if child.key() not in seen:
+                return child
+
+    def _on_grid(self, genome: Genome) -> Genome:
+        # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
+        return genome._replace(factors=self._space.snap(genome.factors))
+
+    def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
+        keys = set()
+        for t in study._get_trials(deepcopy=False, use_cache=False):
+            if t.number == trial.number:
+                continue
+            params = (
+                t.params
+                if t.state != TrialState.WAITING
+                else t.system_attrs.get("fixed_params", {})
+            )
+            genome = self._genome_of_params(params)
+            if genome is not None:
+                keys.add(genome.key())
+        return keys
+
+    def _genome_of(self, scaling: Any) -> Genome:
+        t = scaling.attention_scale if self._space.attention == "search" else None
+        n_hat = scaling.n_hat if scaling.n_hat in self._space.n_hat else self._space.n_hat[0]
+        return Genome(np.asarray(scaling.factors, dtype=np.float64), int(n_hat), t)
+
+    def _genome_of_params(self, params: dict[str, Any]) -> Genome | None:
+        names = self._space.names
+        if not all(n in params for n in names):
+            return None
+        factors = np.array([float(params[n]) for n in names])
+        n_hat = int(params.get(N_HAT, self._space.n_hat[0]))
+        t = params.get(ATTENTION_SCALE) if self._space.attention == "search" else None
+        return Genome(factors, n_hat, None if t is None else float(t))
+
+    def _params_of(self, genome: Genome) -> dict[str, Any]:
+        params: dict[str, Any] = {n: float(v) for n, v in zip(self._space.names, genome.factors)}
+        if len(self._space.n_hat) > 1:
+            params[N_HAT] = int(genome.n_hat)
+        if self._space.attention == "search":
+            t = genome.attention_scale
+            params[ATTENTION_SCALE] = float(self._space.attention_bounds[0] if t is None else t)
+        return params
+
+
+def _single_objective_only(study: Study) -> None:
+    if len(study.directions) > 1:
+        raise ValueError("LongRoPESampler supports single-objective studies only (perplexity).")
+
+
+def enqueue_seeds(
+    study: Study, sampler: LongRoPESampler, methods: Sequence[str] = SEED_METHODS
+) -> int:
+    """Enqueue the sampler's PI/NTK/YaRN seeds once (skipped when the study already has them).
+
+    Returns:
+        How many seeds were enqueued now.
+    """
+    done = {t.user_attrs.get("seed") for t in study.get_trials(deepcopy=False)}
+    added = 0
+    for method, params in sampler.seed_params():
+        if method in methods and method not in done:
+            study.enqueue_trial(params, user_attrs={"seed": method})
+            added += 1
+    return added

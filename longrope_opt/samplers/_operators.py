@@ -1,0 +1,113 @@
+"""LongRoPE's mutation and crossover under the monotone constraint (paper Algorithm 1), pure numpy.
+
+A genome is ``(factors, n_hat, attention_scale)``. Every operator returns a genome whose factors
+are non-decreasing and inside the space's bounds, or ``None`` when it cannot within its tries.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from longrope_opt.space import SearchSpace
+
+
+class Genome(NamedTuple):
+    """One candidate: λ (non-decreasing), n̂, and t (None when the space fixes it)."""
+
+    factors: np.ndarray
+    n_hat: int
+    attention_scale: float | None
+
+    def key(self) -> tuple:
+        """Hashable identity used for de-duplication (λ to 1e-6)."""
+        t = None if self.attention_scale is None else round(float(self.attention_scale), 6)
+        return (tuple(np.round(self.factors, 6).tolist()), int(self.n_hat), t)
+
+
+def is_monotone(factors: np.ndarray) -> bool:
+    """λ_i ≤ λ_{i+1} for every i."""
+    return bool(np.all(np.diff(factors) >= 0))
+
+
+def _grid_between(
+    lo: float, hi: float, space: SearchSpace, rng: np.random.Generator, current: float
+) -> float:
+    # A uniform grid point in [lo, hi]; when no grid point lies there, keep the current value.
+    step = space.step
+    if not step:
+        return float(rng.uniform(lo, hi))
+    k_lo = int(np.ceil((lo - space.lambda_low) / step - 1e-9))
+    k_hi = int(np.floor((hi - space.lambda_low) / step + 1e-9))
+    if k_lo > k_hi:
+        return current
+    return round(space.lambda_low + step * int(rng.integers(k_lo, k_hi + 1)), 10)
+
+
+def mutate(parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: float) -> Genome:
+    """Re-draw each λ_i with probability `prob`, uniformly on the grid between its neighbours.
+
+    Dimensions are visited left to right and λ_i is drawn in [λ_{i−1}, λ_{i+1}] (the bounds at
+    the ends), so a monotone parent always gives a monotone child (official ``dim_mono.mutate``).
+    n̂ and a searched t are re-drawn with the same probability.
+    """
+    f = np.maximum.accumulate(np.clip(parent.factors, space.lambda_low, space.lambda_high))
+    n = f.size
+    for i in np.flatnonzero(rng.random(n) < prob):
+        lo = space.lambda_low if i == 0 else f[i - 1]
+        hi = space.lambda_high if i == n - 1 else f[i + 1]
+        f[i] = _grid_between(lo, hi, space, rng, f[i])
+    n_hat = parent.n_hat
+    if len(space.n_hat) > 1 and rng.random() < prob:
+        n_hat = int(rng.choice(space.n_hat))
+    t = parent.attention_scale
+    if space.attention == "search" and rng.random() < prob:
+        t = round(float(rng.uniform(*space.attention_bounds)), 4)
+    return Genome(f, n_hat, t)
+
+
+def crossover(a: Genome, b: Genome, rng: np.random.Generator, *, tries: int = 20) -> Genome | None:
+    """Child taking each λ_i from `a` or `b`; only a monotone child is returned.
+
+    Up to `tries` uniform masks (each gene from `b` with probability 0.5, official code: 0.3
+    then 0.5) are tried; then a one-point crossover at a random cut where the two parents join
+    monotonically. ``None`` if the parents are identical or no valid child exists.
+    """
+    if (
+        np.array_equal(a.factors, b.factors)
+        and a.n_hat == b.n_hat
+        and a.attention_scale == b.attention_scale
+    ):
+        return None
+    n = a.factors.size
+
+    def extras() -> tuple[int, float | None]:
+        n_hat = a.n_hat if rng.random() < 0.5 else b.n_hat
+        t = a.attention_scale if rng.random() < 0.5 else b.attention_scale
+        return n_hat, t
+
+    for _ in range(tries):
+        mask = rng.random(n) < 0.5
+        child = np.where(mask, b.factors, a.factors)
+        if is_monotone(child) and not (
+            np.array_equal(child, a.factors) and np.array_equal(child, b.factors)
+        ):
+            return Genome(child, *extras())
+    cuts = [i for i in range(1, n) if a.factors[i - 1] <= b.factors[i]]
+    if cuts:
+        i = int(rng.choice(cuts))
+        return Genome(np.concatenate([a.factors[:i], b.factors[i:]]), *extras())
+    return None
+
+
+def random_monotone(space: SearchSpace, rng: np.random.Generator, n: int) -> Genome:
+    """A fresh non-decreasing vector: sorted uniform grid points (the last-resort fallback)."""
+    f = np.sort(space.snap(rng.uniform(space.lambda_low, space.lambda_high, n)))
+    n_hat = int(rng.choice(space.n_hat))
+    t = (
+        round(float(rng.uniform(*space.attention_bounds)), 4)
+        if space.attention == "search"
+        else None
+    )
+    return Genome(f, n_hat, t)

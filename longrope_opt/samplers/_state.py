@@ -1,0 +1,87 @@
+"""Where the LongRoPE sampler keeps its state: the study storage, under namespaced keys.
+
+Modeled on Optuna's ``BaseGASampler`` bookkeeping, with three deliberate differences (each a
+pitfall of that class for this algorithm):
+
+* generations have different sizes (P in generation 0, N1 + N2 after), so membership is counted
+  over *assigned* trials (running, waiting, complete, pruned) rather than complete ones — which
+  also stops parallel workers from overfilling a generation;
+* parents are cached as trial *numbers* (study-local), not storage-global trial ids, so a copied
+  study keeps working;
+* keys are fixed strings, not derived from the class name, so a subclass or rename does not orphan
+  existing studies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState
+
+
+GENERATION_KEY = "LongRoPESampler:generation"
+SLOT_KEY = "LongRoPESampler:slot"
+PARENTS_KEY_PREFIX = "LongRoPESampler:parents:"
+
+_ASSIGNED = (TrialState.RUNNING, TrialState.WAITING, TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def trial_generation(trial: FrozenTrial) -> int | None:
+    """The generation stored on `trial`, if any."""
+    value = trial.system_attrs.get(GENERATION_KEY)
+    return None if value is None else int(value)
+
+
+def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int, int]:
+    """Give `trial` a (generation, slot) and store it; a trial that has one keeps it.
+
+    Args:
+        study: The study.
+        trial: The trial being started.
+        capacity: ``capacity(generation) -> int`` (P for 0, N1 + N2 after).
+
+    Returns:
+        ``(generation, slot)``; slot is the trial's index inside its generation.
+    """
+    gen = trial_generation(trial)
+    if gen is not None:
+        return gen, int(trial.system_attrs.get(SLOT_KEY, 0))
+    trials = study._get_trials(deepcopy=False, states=_ASSIGNED, use_cache=False)
+    counts: dict[int, int] = {}
+    for t in trials:
+        g = trial_generation(t)
+        if g is not None and t.number != trial.number:
+            counts[g] = counts.get(g, 0) + 1
+    gen = max(counts, default=0)
+    slot = counts.get(gen, 0)
+    if slot >= capacity(gen):
+        gen, slot = gen + 1, 0
+    storage, tid = study._storage, trial._trial_id
+    storage.set_trial_system_attr(tid, GENERATION_KEY, gen)
+    storage.set_trial_system_attr(tid, SLOT_KEY, slot)
+    # The FrozenTrial handed to the sampler hooks is cached for this trial: keep it in step.
+    trial.system_attrs[GENERATION_KEY] = gen
+    trial.system_attrs[SLOT_KEY] = slot
+    return gen, slot
+
+
+def completed_in(study: optuna.Study, generation: int) -> list[FrozenTrial]:
+    """COMPLETE trials of `generation` (pruned and failed trials never become parents)."""
+    trials = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=False)
+    return [t for t in trials if trial_generation(t) == generation]
+
+
+def cached_parents(study: optuna.Study, generation: int) -> list[int] | None:
+    """Trial numbers of the parents of `generation`, if some worker already chose them."""
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    value = attrs.get(f"{PARENTS_KEY_PREFIX}{generation}")
+    return None if value is None else [int(n) for n in value]
+
+
+def store_parents(study: optuna.Study, generation: int, numbers: list[int]) -> None:
+    """Cache the parents of `generation` (first writer wins; later readers reuse them)."""
+    study._storage.set_study_system_attr(
+        study._study_id, f"{PARENTS_KEY_PREFIX}{generation}", numbers
+    )

@@ -1,0 +1,83 @@
+"""Export a study's best factors: JSON for `eval --factors`, and a transformers `rope_parameters`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+
+
+def rope_parameters(scaling: RopeScaling, spec: RopeSpec, target_length: int) -> dict[str, Any]:
+    """A transformers ``rope_parameters`` dict of type ``longrope`` for `scaling`.
+
+    ``long_factor`` is λ, ``short_factor`` is all ones (the model unchanged up to its trained
+    length), and ``attention_factor`` is t. transformers has no n̂: when ``n_hat > 0`` the dict
+    reproduces the scaling only with longrope-opt's loader, and says so under ``"longrope_opt"``.
+    """
+    params: dict[str, Any] = {
+        "rope_type": "longrope",
+        "rope_theta": spec.base,
+        "long_factor": [float(x) for x in scaling.factors],
+        "short_factor": [1.0] * spec.n_factors,
+        "original_max_position_embeddings": spec.original_length,
+        "factor": target_length / spec.original_length,
+        "attention_factor": scaling.attention_scale,
+    }
+    if spec.rotary_dim != spec.head_dim:
+        params["partial_rotary_factor"] = spec.rotary_dim / spec.head_dim
+    if scaling.n_hat:
+        params["longrope_opt"] = {
+            "n_hat": scaling.n_hat,
+            "note": "n_hat > 0 is not expressible in transformers; load with longrope_opt.",
+        }
+    return params
+
+
+def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenTrial]:
+    """The best trial's `RopeScaling` (λ in parameter order, n̂, t from its user attrs)."""
+    try:
+        best = study.best_trial
+    except ValueError:
+        raise InvalidArgumentError(
+            f"study {study.study_name!r} has no completed trial yet."
+        ) from None
+    names = sorted(k for k in best.params if k.startswith("lambda_"))
+    attrs = best.user_attrs
+    return (
+        RopeScaling(
+            [best.params[n] for n in names],
+            int(best.params.get("n_hat", attrs.get("n_hat", 0))),
+            float(best.params.get("attention_scale", attrs.get("attention_scale", 1.0))),
+            method="searched",
+        ),
+        best,
+    )
+
+
+def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
+    """Write the best trial as JSON (factors, n̂, t, value, rope_parameters); return the record."""
+    scaling, best = best_scaling(study)
+    prov = study.user_attrs.get("provenance", {})
+    spec_d = study.user_attrs.get("rope_spec")
+    record: dict[str, Any] = {
+        **scaling.to_dict(),
+        "value": best.value,
+        "trial": best.number,
+        "study": study.study_name,
+        "target_length": prov.get("target_length"),
+        "provenance": prov,
+    }
+    if spec_d and prov.get("target_length"):
+        spec = RopeSpec(**spec_d)
+        record["rope_parameters"] = rope_parameters(scaling, spec, prov["target_length"])
+    if best.value is not None and not math.isfinite(best.value):
+        raise InvalidArgumentError(f"best value of study {study.study_name!r} is not finite.")
+    Path(path).write_text(json.dumps(record, indent=2) + "\n")
+    return record

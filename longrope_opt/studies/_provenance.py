@@ -1,0 +1,65 @@
+"""What a search was run on, stored in the study's user attrs and checked on resume."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+from longrope_opt.errors import InvalidArgumentError
+
+
+#: Keys that must match for a study to be resumed by a command (the rest is informational).
+IDENTITY_KEYS = ("model", "target_length", "original_length", "objective")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def build_provenance(
+    *,
+    model: str,
+    model_type: str,
+    original_length: int,
+    target_length: int,
+    corpus: str,
+    corpus_hash: str,
+    doc_ids: list[str],
+    samples: int,
+    seed: int,
+    objective: str,
+) -> dict[str, Any]:
+    """The provenance record of a search (JSON-ready)."""
+    return {
+        "model": model,
+        "model_type": model_type,
+        "original_length": original_length,
+        "target_length": target_length,
+        "corpus": corpus,
+        "corpus_hash": corpus_hash,
+        "doc_ids": doc_ids,
+        "samples": samples,
+        "seed": seed,
+        "objective": objective,
+        "versions": {
+            "longrope_opt": _version("longrope-opt"),
+            "torch": _version("torch"),
+            "transformers": _version("transformers"),
+            "optuna": _version("optuna"),
+            "python": platform.python_version(),
+        },
+    }
+
+
+def check_compatible(study_name: str, stored: dict[str, Any], wanted: dict[str, Any]) -> None:
+    """Refuse to continue a study that was started with a different model/length/objective."""
+    for key in IDENTITY_KEYS:
+        if key in stored and stored[key] != wanted.get(key):
+            raise InvalidArgumentError(
+                f"study {study_name!r} was created with {key}={stored[key]!r}; this run has "
+                f"{key}={wanted.get(key)!r}. Use another `--study-name` or the same settings."
+            )

@@ -1,0 +1,59 @@
+"""Storage URLs: flag > ``$LONGROPE_OPT_STORAGE`` > ``sqlite:///longrope.db``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import optuna
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.errors import LongRopeOptError
+
+
+DEFAULT_STORAGE = "sqlite:///longrope.db"
+ENV_STORAGE = "LONGROPE_OPT_STORAGE"
+_SCHEMES = ("sqlite", "postgresql", "mysql")
+
+
+class StorageError(LongRopeOptError, ConnectionError):
+    """The database cannot be reached or opened."""
+
+
+def resolve_storage_url(flag: str | None = None) -> str:
+    """The storage URL to use: the flag, else ``$LONGROPE_OPT_STORAGE``, else the default."""
+    url = flag or os.environ.get(ENV_STORAGE) or DEFAULT_STORAGE
+    scheme = url.split(":", 1)[0].split("+", 1)[0]
+    if "://" not in url or scheme not in _SCHEMES:
+        raise InvalidArgumentError(
+            f"`storage` must be a database URL such as sqlite:///longrope.db or "
+            f"postgresql://user@host/db (schemes: {', '.join(_SCHEMES)}), got {url!r}."
+        )
+    return url
+
+
+def make_storage(url: str, *, heartbeat_interval: int | None = None) -> optuna.storages.RDBStorage:
+    """An `RDBStorage` for `url`, with a patient SQLite lock and optional trial heartbeat.
+
+    With a heartbeat, a trial whose process died is failed after ``2 × interval`` seconds and its
+    parameters re-queued once (Optuna's `RetryHeartbeatStaleTrialCallback`).
+    """
+    engine_kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        engine_kwargs["connect_args"] = {"timeout": 60}
+    else:
+        engine_kwargs["pool_pre_ping"] = True
+    kwargs: dict[str, Any] = {}
+    if heartbeat_interval:
+        kwargs = {
+            "heartbeat_interval": heartbeat_interval,
+            "grace_period": 2 * heartbeat_interval,
+            "heartbeat_stale_trial_callback": optuna.storages.RetryHeartbeatStaleTrialCallback(
+                max_retry=1
+            ),
+        }
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many types; all mean "cannot open"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"cannot open `storage` {url!r}: {first}") from exc

@@ -1,0 +1,56 @@
+"""A search process for the process-level tests: a cheap synthetic objective on a real SQLite file.
+
+    python -m tests.studies_tests._worker STORAGE STUDY N_TRIALS SEED SLEEP
+Each trial sleeps SLEEP seconds (so a test can kill it mid-trial) and records its pid.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+import optuna
+
+from longrope_opt import RopeSpec
+from longrope_opt.samplers import LongRoPESampler
+from longrope_opt.samplers import enqueue_seeds
+from longrope_opt.space import SearchSpace
+from longrope_opt.studies import make_storage
+from longrope_opt.studies import run_study
+
+
+SPACE = SearchSpace(RopeSpec(head_dim=16, base=10000.0, original_length=64), 256)
+TARGET = np.linspace(1.2, 4.8, SPACE.spec.n_factors)
+
+
+def objective(trial: optuna.Trial, sleep: float) -> float:
+    scaling = SPACE.suggest(trial)
+    trial.set_user_attr("pid", os.getpid())
+    time.sleep(sleep)
+    return float(np.mean((scaling.factors - TARGET) ** 2))
+
+
+def main() -> None:
+    url, name, n_trials, seed, sleep = (
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]),
+        int(sys.argv[4]),
+        float(sys.argv[5]),
+    )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = make_storage(url, heartbeat_interval=1)
+    sampler = LongRoPESampler(
+        space=SPACE, population_size=8, num_mutations=3, num_crossovers=3, num_parents=4, seed=seed
+    )
+    study = optuna.create_study(
+        study_name=name, storage=storage, sampler=sampler, load_if_exists=True
+    )
+    enqueue_seeds(study, sampler)
+    run_study(study, lambda t: objective(t, sleep), n_trials=n_trials, show_progress_bar=False)
+
+
+if __name__ == "__main__":
+    main()
