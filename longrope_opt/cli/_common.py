@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from longrope_opt.errors import InvalidArgumentError
+
+
+def add_subcommand(sub: Any, name: str, *, summary: str, description: str, examples: str) -> Any:
+    """A subcommand parser whose epilog shows `examples` verbatim."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +41,15 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
         default="bfloat16",
         choices=["bfloat16", "float32", "float16"],
         help="model dtype (RoPE angles are fp32 regardless; default bfloat16)",
+    )
+
+
+def add_storage_flag(parser: Any) -> None:
+    """--storage, resolved as flag > $LONGROPE_OPT_STORAGE > sqlite:///longrope.db."""
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="database URL (default: $LONGROPE_OPT_STORAGE or sqlite:///longrope.db)",
     )
 
 

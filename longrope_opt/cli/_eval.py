@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from longrope_opt.cli._common import add_model_flags
+from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import int_list
 from longrope_opt.errors import InvalidArgumentError
 
@@ -23,12 +24,12 @@ EXAMPLES = """examples:
 
 def add_parser(sub: Any) -> None:
     """Register the subcommand."""
-    parser = sub.add_parser(
+    parser = add_subcommand(
+        sub,
         "eval",
-        help="perplexity of RoPE scalings at given lengths",
+        summary="perplexity of RoPE scalings at given lengths",
         description="Evaluate perplexity of RoPE scaling methods at one or more context lengths.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     add_model_flags(parser)
     group = parser.add_argument_group("evaluation")

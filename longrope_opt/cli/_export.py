@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
+
 
 EXAMPLES = """examples:
   longrope-opt export --study-name smollm2-135m-16384 --output factors.json
@@ -14,19 +17,15 @@ EXAMPLES = """examples:
 
 def add_parser(sub: Any) -> None:
     """Register the subcommand."""
-    parser = sub.add_parser(
+    parser = add_subcommand(
+        sub,
         "export",
-        help="write a study's best factors as JSON",
+        summary="write a study's best factors as JSON",
         description="Write the best trial's λ, n_hat and attention scale as JSON, with a "
         "transformers `rope_parameters` dict of type longrope.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
-    parser.add_argument(
-        "--storage",
-        default=None,
-        help="database URL (default: $LONGROPE_OPT_STORAGE or sqlite:///longrope.db)",
-    )
+    add_storage_flag(parser)
     parser.add_argument("--study-name", required=True, help="the study to export")
     parser.add_argument(
         "-o", "--output", default="factors.json", help="output file (default factors.json)"

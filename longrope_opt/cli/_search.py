@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 from longrope_opt.cli._common import add_model_flags
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
 from longrope_opt.errors import InvalidArgumentError
 
 
@@ -25,24 +27,20 @@ EXAMPLES = """examples:
 
 def add_parser(sub: Any) -> None:
     """Register the subcommand."""
-    parser = sub.add_parser(
+    parser = add_subcommand(
+        sub,
         "search",
-        help="search RoPE rescale factors (a resumable Optuna study)",
+        summary="search RoPE rescale factors (a resumable Optuna study)",
         description="Evolutionary LongRoPE search, stored as an Optuna study. Rerunning the same "
         "command resumes it; --n-trials is the study's total.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=EXAMPLES,
     )
     add_model_flags(parser)
     study = parser.add_argument_group("study")
     study.add_argument(
         "--target-length", type=int, default=16384, help="L' to extend to (default 16384)"
     )
-    study.add_argument(
-        "--storage",
-        default=None,
-        help="database URL (default: $LONGROPE_OPT_STORAGE or sqlite:///longrope.db)",
-    )
+    add_storage_flag(study)
     study.add_argument("--study-name", default=None, help="default: '<model>-<target length>'")
     study.add_argument(
         "--n-trials", type=int, default=None, help="total finished trials for the study"
