@@ -49,6 +49,10 @@ class SearchSpace:
         n_hat: Candidate n̂ values (searched when more than one), or a single fixed value.
         attention: A rule name from `longrope_opt.rope.ATTENTION_RULES` (fixed t), or ``"search"``.
         attention_bounds: (low, high) for t when ``attention == "search"``.
+        repair: How a non-monotone proposal is evaluated: ``"sort"`` (the default, the same for
+            every sampler: baselines propose freely, the objective evaluates sorted λ; the
+            LongRoPE sampler only proposes monotone vectors, for which it is a no-op) or
+            ``"none"`` (evaluate as proposed).
     """
 
     spec: RopeSpec
@@ -59,6 +63,7 @@ class SearchSpace:
     n_hat: tuple[int, ...] = PAPER_N_HAT
     attention: str = "longrope"
     attention_bounds: tuple[float, float] = (1.0, 1.5)
+    repair: str = "sort"
 
     def __post_init__(self) -> None:
         s = self.spec.scale(self.target_length)
@@ -84,6 +89,8 @@ class SearchSpace:
             raise InvalidArgumentError(
                 f"`attention` must be 'search' or one of {sorted(ATTENTION_RULES)}, got {self.attention!r}."
             )
+        if self.repair not in ("sort", "none"):
+            raise InvalidArgumentError(f"`repair` must be 'sort' or 'none', got {self.repair!r}.")
         lo, hi = self.attention_bounds
         if not (0 < lo < hi):
             raise InvalidArgumentError(
@@ -129,13 +136,15 @@ class SearchSpace:
         )
 
     def to_scaling(self, params: Mapping[str, Any]) -> RopeScaling:
-        """Trial parameters → `RopeScaling` (missing n̂ / t take their fixed values)."""
+        """Trial parameters → `RopeScaling` (λ repaired by `repair`; fixed n̂ / t filled in)."""
         try:
             factors = np.array([float(params[name]) for name in self.names])
         except KeyError as exc:
             raise InvalidArgumentError(
                 f"parameter {exc.args[0]!r} is missing from the trial."
             ) from None
+        if self.repair == "sort":
+            factors = np.sort(factors)  # the one constraint policy every sampler shares
         # A fixed n̂ / t is a property of the space: it wins over whatever the params carry.
         n_hat = int(params[N_HAT]) if len(self.n_hat) > 1 and N_HAT in params else self.n_hat[0]
         t = self.fixed_attention_scale

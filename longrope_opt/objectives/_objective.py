@@ -62,6 +62,9 @@ class PerplexityObjective:
         # What was actually applied, including values the space fixes (export reads these).
         trial.set_user_attr("n_hat", scaling.n_hat)
         trial.set_user_attr("attention_scale", scaling.attention_scale)
+        raw = [trial.params[n] for n in self.space.names if n in trial.params]
+        if any(b < a for a, b in zip(raw, raw[1:])):
+            trial.set_user_attr("repaired", self.space.repair)  # evaluated as the space repairs it
 
         def report(i: int, running: PerplexityResult) -> None:
             _record(trial, running)

@@ -82,7 +82,9 @@ def _graceful_sigint(study: optuna.Study) -> Iterator[list[bool]]:
             file=sys.stderr,
             flush=True,
         )
-        study.stop()
+        # RuntimeError: the signal landed just outside the optimize loop, where nothing runs.
+        with contextlib.suppress(RuntimeError):
+            study.stop()
 
     previous = signal.signal(signal.SIGINT, handler)
     try:

@@ -8,11 +8,24 @@ from longrope_opt.cli import main
 
 
 def test_eval_prints_a_table_per_method_and_length(tiny_model_dir, tiny_corpus, capsys) -> None:
-    args = ["eval", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--lengths", "64,256",
-            "--methods", "none,pi,yarn", "--samples", "2", "--dtype", "float32"]
+    args = [
+        "eval",
+        "--model",
+        tiny_model_dir,
+        "--corpus",
+        tiny_corpus,
+        "--lengths",
+        "64,256",
+        "--methods",
+        "none,pi,yarn",
+        "--samples",
+        "2",
+        "--dtype",
+        "float32",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
-    table = out[out.index("method"):].splitlines()
+    table = out[out.index("method") :].splitlines()
     assert table[0].split() == ["method", "64", "256"]
     rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in table[2:5]}
     assert set(rows) == {"none", "pi", "yarn"}
@@ -27,11 +40,28 @@ def test_eval_prints_a_table_per_method_and_length(tiny_model_dir, tiny_corpus, 
         (["--methods", "none,foo"], "`--methods` entries must be in"),
         (["--lengths", "12x"], "`--lengths` must be a comma-separated list of integers"),
         (["--samples", "0"], "`--samples` must be >= 1, got 0"),
-        (["--mode", "sliding", "--lengths", "128"], "`stride` is required when `mode` is 'sliding'"),
+        (
+            ["--mode", "sliding", "--lengths", "128"],
+            "`stride` is required when `mode` is 'sliding'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tiny_model_dir, tiny_corpus, capsys, extra, message) -> None:
-    assert main(["eval", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--dtype", "float32", *extra]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                tiny_model_dir,
+                "--corpus",
+                tiny_corpus,
+                "--dtype",
+                "float32",
+                *extra,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 or err[-1].startswith("longrope-opt eval: error:")
     assert message in err[-1]

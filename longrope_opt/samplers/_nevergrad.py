@@ -1,0 +1,218 @@
+"""`NevergradSampler`: any nevergrad optimizer driving an Optuna study over the LongRoPE space.
+
+The bridge follows Optuna's CMA-ES bridge: ``ask()`` in `sample_relative`, ``tell()`` in
+`after_trial`. Its state is rebuilt from the storage, never kept in a side file: a fresh process
+(or another worker) replays every finished trial it has not told yet as a "tell not asked"
+(``parametrization.spawn_child``). Trials it did not ask for — the enqueued PI/NTK/YaRN seeds,
+other workers' trials — are told the same way, so every baseline starts from the same seeds.
+
+Honest tells: a complete trial tells its value; a pruned trial tells its last reported running
+value (what was measured before it stopped); a failed trial is not told (there is no value).
+The monotone constraint is not this sampler's business: like every baseline, its raw proposal is
+stored as the trial's parameters and the objective evaluates the repaired vector
+(`SearchSpace.repair`), so all samplers are compared under one documented policy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler
+from optuna.samplers import RandomSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.space import ATTENTION_SCALE
+from longrope_opt.space import N_HAT
+from longrope_opt.space import SearchSpace
+
+
+if TYPE_CHECKING:
+    import nevergrad as ng
+
+_TOLD = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def _import_nevergrad() -> Any:
+    try:
+        import nevergrad
+    except ImportError as exc:
+        raise ImportError(
+            "NevergradSampler needs nevergrad: pip install 'longrope-opt[nevergrad]'."
+        ) from exc
+    return nevergrad
+
+
+class NevergradSampler(BaseSampler):
+    """A nevergrad optimizer as an Optuna sampler over a `SearchSpace`.
+
+    Args:
+        space: The LongRoPE search space (the objective's).
+        optimizer: A registry name (``"NGOpt"``, ``"CMA"``, ``"TwoPointsDE"``, ``"PSO"``,
+            ``"OnePlusOne"``, ...) or a nevergrad optimizer class / ``ConfiguredOptimizer``.
+        budget: Evaluations the optimizer plans for (some optimizers adapt to it).
+        num_workers: Parallel evaluations the optimizer should expect.
+        seed: Seeds the parametrization's random state.
+    """
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        optimizer: str | Any = "NGOpt",
+        budget: int | None = None,
+        num_workers: int = 1,
+        seed: int | None = None,
+    ) -> None:
+        ng_ = _import_nevergrad()
+        if isinstance(optimizer, str):
+            if optimizer not in ng_.optimizers.registry:
+                close = sorted(
+                    n for n in ng_.optimizers.registry if n.lower() == optimizer.lower()
+                )
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise InvalidArgumentError(
+                    f"`optimizer` must be a nevergrad registry name such as 'NGOpt', 'CMA', "
+                    f"'TwoPointsDE', 'PSO', 'OnePlusOne', got {optimizer!r}{hint}."
+                )
+            optimizer = ng_.optimizers.registry[optimizer]
+        if budget is not None and budget < 1:
+            raise InvalidArgumentError(
+                f"`budget` must be None or an integer >= 1, got {budget!r}."
+            )
+        if num_workers < 1:
+            raise InvalidArgumentError(
+                f"`num_workers` must be an integer >= 1, got {num_workers!r}."
+            )
+        self._space = space
+        self._factory = optimizer
+        self._budget = budget
+        self._num_workers = num_workers
+        self._seed = seed
+        self._random = RandomSampler(seed=seed)
+        self._opt: ng.optimization.Optimizer | None = None
+        self._asked: dict[int, Any] = {}
+        self._told: set[int] = set()
+
+    # ----- nevergrad side ---------------------------------------------------------------------
+
+    def _parametrization(self) -> Any:
+        ng_ = _import_nevergrad()
+        s = self._space
+        parts: dict[str, Any] = {
+            "lam": ng_.p.Array(shape=(s.spec.n_factors,), lower=s.lambda_low, upper=s.lambda_high)
+        }
+        if len(s.n_hat) > 1:
+            parts["n_hat"] = ng_.p.Choice(list(s.n_hat))
+        if s.attention == "search":
+            parts["t"] = ng_.p.Scalar(lower=s.attention_bounds[0], upper=s.attention_bounds[1])
+        param = ng_.p.Dict(**parts)
+        param.random_state = np.random.RandomState(self._seed)
+        return param
+
+    @property
+    def optimizer(self) -> Any:
+        """The live nevergrad optimizer (None before the first trial)."""
+        return self._opt
+
+    def _value_of(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        s = self._space
+        if not all(n in params for n in s.names):
+            return None
+        value: dict[str, Any] = {
+            "lam": np.clip([float(params[n]) for n in s.names], s.lambda_low, s.lambda_high)
+        }
+        if len(s.n_hat) > 1:
+            value["n_hat"] = int(params.get(N_HAT, s.n_hat[0]))
+        if s.attention == "search":
+            lo, hi = s.attention_bounds
+            value["t"] = float(min(max(float(params.get(ATTENTION_SCALE, lo)), lo), hi))
+        return value
+
+    @staticmethod
+    def _loss(state: TrialState, values: Any, intermediate: dict[int, float]) -> float | None:
+        if state == TrialState.COMPLETE and values:
+            loss = float(values[0])
+        elif state == TrialState.PRUNED and intermediate:
+            loss = float(intermediate[max(intermediate)])
+        else:
+            return None
+        return loss if math.isfinite(loss) else None
+
+    def _sync(self, study: Study) -> None:
+        # Build the optimizer on first use, then tell every finished trial not yet told.
+        if self._opt is None:
+            self._opt = self._factory(
+                parametrization=self._parametrization(),
+                budget=self._budget,
+                num_workers=self._num_workers,
+            )
+        for t in study._get_trials(deepcopy=False, states=_TOLD, use_cache=False):
+            if t.number not in self._told and t.number not in self._asked:
+                self._tell(
+                    t.number, t.params, self._loss(t.state, t.values, t.intermediate_values), None
+                )
+
+    def _tell(
+        self, number: int, params: dict[str, Any], loss: float | None, candidate: Any
+    ) -> None:
+        self._told.add(number)
+        if loss is None:
+            return
+        if candidate is None:  # a trial this process did not ask: tell it as "not asked"
+            value = self._value_of(params)
+            if value is None:
+                return
+            candidate = self._opt.parametrization.spawn_child(new_value=value)
+        self._opt.tell(candidate, loss)
+
+    # ----- optuna.samplers.BaseSampler --------------------------------------------------------
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self._space.distributions()
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if len(study.directions) > 1:
+            raise ValueError("NevergradSampler supports single-objective studies only.")
+        if not search_space:
+            return {}
+        self._sync(study)
+        candidate = self._opt.ask()
+        self._asked[trial.number] = candidate
+        value = candidate.value
+        params: dict[str, Any] = {n: float(v) for n, v in zip(self._space.names, value["lam"])}
+        if "n_hat" in value:
+            params[N_HAT] = int(value["n_hat"])
+        if "t" in value:
+            params[ATTENTION_SCALE] = float(value["t"])
+        return {k: v for k, v in params.items() if k in search_space}
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(
+        self, study: Study, trial: FrozenTrial, state: TrialState, values: Any
+    ) -> None:
+        if self._opt is None or trial.number in self._told:
+            return
+        loss = self._loss(state, values, trial.intermediate_values)
+        self._tell(trial.number, trial.params, loss, self._asked.pop(trial.number, None))
+
+    def reseed_rng(self) -> None:
+        self._random.reseed_rng()
