@@ -7,16 +7,20 @@ import time
 from typing import Any
 
 from longrope_opt.cli._common import add_model_flags
+from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import int_list
 from longrope_opt.errors import InvalidArgumentError
 
 
 EXAMPLES = """examples:
-  # the README's main command: none/PI/NTK/YaRN at 16k on the offline default model
+  # none/PI/NTK/YaRN at 16k on the offline default model
   longrope-opt eval
   # more lengths and methods, sliding window with the paper's stride
   longrope-opt eval --lengths 8k,16k,32k --methods none,pi,ntk,dynamic_ntk,yarn --mode sliding --stride 256
+  # searched factors next to the classic methods, on documents the search did not see
+  longrope-opt eval --factors factors.json --seed 1 --samples 3
+  longrope-opt eval --study-name smollm2-135m-16384 --lengths 8k,16k
   # your own model and text
   longrope-opt eval --model ./my-llama --corpus ./books/ --lengths 8192 --samples 5
 """
@@ -52,7 +56,53 @@ def add_parser(sub: Any) -> None:
     group.add_argument(
         "--stride", type=int, default=None, help="sliding-window stride (paper: 256)"
     )
+    searched = parser.add_argument_group("searched factors (rows named 'searched')")
+    searched.add_argument(
+        "--factors",
+        default=None,
+        metavar="FILE.json",
+        help="factors written by `longrope-opt export`",
+    )
+    searched.add_argument("--study-name", default=None, help="take the best trial of this study")
+    add_storage_flag(searched)
+    parser.add_argument(
+        "--fuse",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compile element-wise work for faster long forwards (default on)",
+    )
     parser.set_defaults(run=run)
+
+
+def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
+    """The searched `RopeScaling` from --factors or --study-name (None if neither)."""
+    if args.factors and args.study_name:
+        raise InvalidArgumentError("give `--factors` or `--study-name`, not both.")
+    if args.factors:
+        from longrope_opt.studies import load_factors
+
+        scaling = load_factors(args.factors)
+    elif args.study_name:
+        import optuna
+
+        from longrope_opt.studies import best_scaling
+        from longrope_opt.studies import make_storage
+        from longrope_opt.studies import resolve_storage_url
+
+        storage = make_storage(resolve_storage_url(args.storage))
+        try:
+            study = optuna.load_study(study_name=args.study_name, storage=storage)
+        except KeyError:
+            raise InvalidArgumentError(
+                f"`--study-name` {args.study_name!r} not found in the storage."
+            ) from None
+        scaling, _ = best_scaling(study)
+    else:
+        return None
+    try:
+        return scaling.check(spec)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"searched factors do not fit this model: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,19 +123,25 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.samples < 1:
         raise InvalidArgumentError(f"`--samples` must be >= 1, got {args.samples}.")
-    model, tokenizer = load_model(args.model, dtype=args.dtype)
+    model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
     spec = RopeSpec.from_config(model.config)
+    searched = _searched_scaling(args, spec)
+    if searched is not None:
+        methods.append("searched")
     rows: dict[str, dict[int, float]] = {m: {} for m in methods}
     for length in lengths:
         samples = load_samples(
             args.corpus, tokenizer, length, args.samples, args.seed, full=args.mode == "sliding"
         )
         for method in methods:
-            scaling = (
-                None
-                if (method == "none" or length <= spec.original_length)
-                else get_method(method)(spec, length)
-            )
+            # Within the trained window every method is the model as trained (transformers'
+            # longrope uses its short factors there); beyond it, the method's own scaling.
+            if method == "none" or length <= spec.original_length:
+                scaling = None
+            elif method == "searched":
+                scaling = searched
+            else:
+                scaling = get_method(method)(spec, length)
             start = time.perf_counter()
             result = evaluate_perplexity(
                 model,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from longrope_opt.studies._export import best_scaling
 from longrope_opt.studies._export import export_best
+from longrope_opt.studies._export import load_factors
 from longrope_opt.studies._export import rope_parameters
 from longrope_opt.studies._provenance import build_provenance
 from longrope_opt.studies._run import finished_trials
@@ -22,6 +23,7 @@ __all__ = [
     "build_provenance",
     "export_best",
     "finished_trials",
+    "load_factors",
     "make_storage",
     "open_study",
     "resolve_storage_url",

@@ -81,3 +81,36 @@ def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
         raise InvalidArgumentError(f"best value of study {study.study_name!r} is not finite.")
     Path(path).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def load_factors(path: str | Path) -> RopeScaling:
+    """Read factors written by `export_best` (or any JSON with ``factors``, ``n_hat``,
+    ``attention_scale``); λ must be non-decreasing, as every LongRoPE result is.
+
+    Raises:
+        InvalidArgumentError: Missing/unreadable file, bad JSON, or invalid/non-monotone factors.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"`--factors` file {str(path)!r} cannot be read: {exc.strerror}."
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(
+            f"`--factors` file {str(path)!r} is not JSON: {exc.msg} (line {exc.lineno})."
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidArgumentError(
+            f"`--factors` file {str(path)!r} must hold a JSON object with `factors`."
+        )
+    scaling = RopeScaling.from_dict(data)
+    f = scaling.factors
+    bad = [i for i in range(1, f.size) if f[i] < f[i - 1]]
+    if bad:
+        i = bad[0]
+        raise InvalidArgumentError(
+            f"`--factors` must be non-decreasing; first violation at index {i}: "
+            f"{f[i - 1]} > {f[i]} in {str(path)!r}."
+        )
+    return scaling
