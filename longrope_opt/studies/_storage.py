@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import optuna
@@ -52,8 +53,16 @@ def make_storage(url: str, *, heartbeat_interval: int | None = None) -> optuna.s
                 max_retry=1
             ),
         }
+    import sqlalchemy.exc
+
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except sqlalchemy.exc.IntegrityError:
+            # Another process created the schema at the same moment (both inserted the alembic
+            # version row); the schema now exists, so opening again succeeds.
+            time.sleep(0.5)
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many types; all mean "cannot open"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"cannot open `storage` {url!r}: {first}") from exc

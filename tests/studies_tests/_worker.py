@@ -1,7 +1,8 @@
 """A search process for the process-level tests: a cheap synthetic objective on a real SQLite file.
 
-    python -m tests.studies_tests._worker STORAGE STUDY N_TRIALS SEED SLEEP
-Each trial sleeps SLEEP seconds (so a test can kill it mid-trial) and records its pid.
+    python -m tests.studies_tests._worker STORAGE STUDY N_TRIALS SEED SLEEP [HANG_FROM]
+Each trial sleeps SLEEP seconds and records its pid; trials numbered HANG_FROM or more hang for a
+minute after suggesting their candidate, so a test can kill the process mid-evaluation.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ SPACE = SearchSpace(RopeSpec(head_dim=16, base=10000.0, original_length=64), 256
 TARGET = np.linspace(1.2, 4.8, SPACE.spec.n_factors)
 
 
-def objective(trial: optuna.Trial, sleep: float) -> float:
+def objective(trial: optuna.Trial, sleep: float, hang_from: int) -> float:
     scaling = SPACE.suggest(trial)
     trial.set_user_attr("pid", os.getpid())
-    time.sleep(sleep)
+    time.sleep(60.0 if trial.number >= hang_from else sleep)
     return float(np.mean((scaling.factors - TARGET) ** 2))
 
 
@@ -40,6 +41,7 @@ def main() -> None:
         int(sys.argv[4]),
         float(sys.argv[5]),
     )
+    hang_from = int(sys.argv[6]) if len(sys.argv) > 6 else 10**9
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = make_storage(url, heartbeat_interval=1)
     sampler = LongRoPESampler(
@@ -49,7 +51,9 @@ def main() -> None:
         study_name=name, storage=storage, sampler=sampler, load_if_exists=True
     )
     enqueue_seeds(study, sampler)
-    run_study(study, lambda t: objective(t, sleep), n_trials=n_trials, show_progress_bar=False)
+    run_study(
+        study, lambda t: objective(t, sleep, hang_from), n_trials=n_trials, show_progress_bar=False
+    )
 
 
 if __name__ == "__main__":

@@ -75,20 +75,48 @@ def _write(path, data) -> str:
 
 
 def test_eval_with_searched_factors_file(tiny_model_dir, tiny_corpus, tmp_path, capsys) -> None:
-    factors = _write(tmp_path / "f.json", {"factors": [1.0, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0], "n_hat": 2, "attention_scale": 1.1})
-    args = ["eval", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--lengths", "256",
-            "--methods", "none", "--factors", factors, "--samples", "2", "--dtype", "float32", "--no-fuse"]
+    factors = _write(
+        tmp_path / "f.json",
+        {"factors": [1.0, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0], "n_hat": 2, "attention_scale": 1.1},
+    )
+    args = [
+        "eval",
+        "--model",
+        tiny_model_dir,
+        "--corpus",
+        tiny_corpus,
+        "--lengths",
+        "256",
+        "--methods",
+        "none",
+        "--factors",
+        factors,
+        "--samples",
+        "2",
+        "--dtype",
+        "float32",
+        "--no-fuse",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: float(line.split()[1]) for line in out[out.index("method"):].splitlines()[2:4]}
+    rows = {
+        line.split()[0]: float(line.split()[1])
+        for line in out[out.index("method") :].splitlines()[2:4]
+    }
     assert set(rows) == {"none", "searched"} and rows["none"] != rows["searched"]
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ({"factors": [1.0, 2.0, 3.0]}, "searched factors do not fit this model: `factors` must have length rotary_dim // 2 = 8"),
-        ({"factors": [1.0, 2.0, 1.5, 3.0, 3.0, 3.0, 3.0, 3.0]}, "`--factors` must be non-decreasing; first violation at index 2: 2.0 > 1.5"),
+        (
+            {"factors": [1.0, 2.0, 3.0]},
+            "searched factors do not fit this model: `factors` must have length rotary_dim // 2 = 8",
+        ),
+        (
+            {"factors": [1.0, 2.0, 1.5, 3.0, 3.0, 3.0, 3.0, 3.0]},
+            "`--factors` must be non-decreasing; first violation at index 2: 2.0 > 1.5",
+        ),
         ({"factors": [1.0, -2.0]}, "`factors` must be finite and > 0; got -2.0 at index 1"),
         ("{not json", "is not JSON"),
         ({"n_hat": 3}, "`factors` is missing"),
@@ -96,7 +124,19 @@ def test_eval_with_searched_factors_file(tiny_model_dir, tiny_corpus, tmp_path, 
 )
 def test_bad_factor_files(tiny_model_dir, tiny_corpus, tmp_path, capsys, content, message) -> None:
     factors = _write(tmp_path / "bad.json", content)
-    args = ["eval", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--lengths", "256",
-            "--factors", factors, "--dtype", "float32", "--no-fuse"]
+    args = [
+        "eval",
+        "--model",
+        tiny_model_dir,
+        "--corpus",
+        tiny_corpus,
+        "--lengths",
+        "256",
+        "--factors",
+        factors,
+        "--dtype",
+        "float32",
+        "--no-fuse",
+    ]
     assert main(args) == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]

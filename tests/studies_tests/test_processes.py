@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.samplers import enqueue_seeds
 from longrope_opt.samplers._state import GENERATION_KEY
+from longrope_opt.studies import make_storage
 from tests.studies_tests._worker import SPACE
 
 
@@ -23,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _start(url: str, name: str, n_trials: int, seed: int, sleep: float) -> subprocess.Popen:
+def _start(
+    url: str, name: str, n_trials: int, seed: int, sleep: float, hang_from: int = 10**9
+) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
@@ -33,6 +36,7 @@ def _start(url: str, name: str, n_trials: int, seed: int, sleep: float) -> subpr
         str(n_trials),
         str(seed),
         str(sleep),
+        str(hang_from),
     ]
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -51,7 +55,8 @@ def _candidate(trial) -> tuple:
 
 def test_sigkill_mid_trial_then_resume_loses_nothing(tmp_path) -> None:
     url, name, total = f"sqlite:///{tmp_path / 'kill.db'}", "kill", 30
-    worker = _start(url, name, total, seed=1, sleep=0.25)
+    make_storage(url)  # create the schema before two processes touch the file
+    worker = _start(url, name, total, seed=1, sleep=0.05, hang_from=14)
     deadline = time.time() + 120
     while time.time() < deadline:
         time.sleep(0.2)
@@ -60,7 +65,8 @@ def test_sigkill_mid_trial_then_resume_loses_nothing(tmp_path) -> None:
         except KeyError:
             continue
         running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        if len(_complete(study)) >= 12 and running:
+        # trial 14 hangs after suggesting its candidate: the kill lands mid-evaluation
+        if running and running[0].number == 14 and "pid" in running[0].user_attrs:
             break
     worker.send_signal(signal.SIGKILL)
     worker.wait()
