@@ -8,8 +8,6 @@ from typing import Any
 import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler
-from optuna.samplers import RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState
@@ -17,6 +15,7 @@ from optuna.trial import TrialState
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import METHODS
 from longrope_opt.samplers import _state
+from longrope_opt.samplers._base import SpaceSampler
 from longrope_opt.samplers._operators import Genome
 from longrope_opt.samplers._operators import crossover
 from longrope_opt.samplers._operators import mutate
@@ -34,7 +33,7 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
 
 
-class LongRoPESampler(BaseSampler):
+class LongRoPESampler(SpaceSampler):
     """Evolutionary search over per-frequency RoPE factors λ, n̂ and (optionally) t.
 
     Generation 0 is the PI, NTK and YaRN seeds (enqueue them with :meth:`seed_params` so they are
@@ -75,10 +74,6 @@ class LongRoPESampler(BaseSampler):
         max_tries: int = 50,
         seed: int | None = None,
     ) -> None:
-        if not isinstance(space, SearchSpace):
-            raise InvalidArgumentError(
-                f"`space` must be a SearchSpace, got {type(space).__name__}."
-            )
         _check_int("population_size", population_size, len(SEED_METHODS))
         _check_int("num_mutations", num_mutations, 0)
         _check_int("num_crossovers", num_crossovers, 0)
@@ -97,7 +92,6 @@ class LongRoPESampler(BaseSampler):
             raise InvalidArgumentError(
                 f"`mutation_prob` must be in (0, 1], got {mutation_prob!r}."
             )
-        self._space = space
         self._population_size = population_size
         self._num_mutations = num_mutations
         self._num_crossovers = num_crossovers
@@ -105,7 +99,7 @@ class LongRoPESampler(BaseSampler):
         self._mutation_prob = mutation_prob
         self._max_tries = max_tries
         self._seed = int(np.random.SeedSequence(seed).entropy) if seed is None else int(seed)
-        self._random = RandomSampler(seed=self._seed)
+        super().__init__(space=space, seed=self._seed)
         self._seed_genomes = [
             self._genome_of(METHODS[m](space.spec, space.target_length)) for m in SEED_METHODS
         ]
@@ -144,21 +138,16 @@ class LongRoPESampler(BaseSampler):
 
     def reseed_rng(self) -> None:
         self._seed = int(np.random.SeedSequence().entropy)
-        self._random.reseed_rng()
+        super().reseed_rng()
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         # Tag every trial, enqueued seeds included, so seeds count in generation 0 and can be parents.
         _state.assign(study, trial, self.generation_capacity)
 
-    def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return self._space.distributions()
-
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        _single_objective_only(study)
+        self._single_objective_only(study)
         if not search_space:
             return {}
         gen, slot = _state.assign(study, trial, self.generation_capacity)
@@ -167,17 +156,6 @@ class LongRoPESampler(BaseSampler):
         genome = self._propose(study, gen, slot, rng, seen)
         params = self._params_of(genome)
         return {name: value for name, value in params.items() if name in search_space}
-
-    def sample_independent(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        # Parameters outside the LongRoPE space (a user's extra knobs) are sampled at random.
-        _single_objective_only(study)
-        return self._random.sample_independent(study, trial, param_name, param_distribution)
 
     # ----- internals ------------------------------------------------------------------------
 
@@ -257,11 +235,6 @@ class LongRoPESampler(BaseSampler):
             t = genome.attention_scale
             params[ATTENTION_SCALE] = float(self._space.attention_bounds[0] if t is None else t)
         return params
-
-
-def _single_objective_only(study: Study) -> None:
-    if len(study.directions) > 1:
-        raise ValueError("LongRoPESampler supports single-objective studies only (perplexity).")
 
 
 def enqueue_seeds(

@@ -21,13 +21,12 @@ from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution
-from optuna.samplers import BaseSampler
-from optuna.samplers import RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.samplers._base import SpaceSampler
 from longrope_opt.space import ATTENTION_SCALE
 from longrope_opt.space import N_HAT
 from longrope_opt.space import SearchSpace
@@ -49,7 +48,7 @@ def _import_nevergrad() -> Any:
     return nevergrad
 
 
-class NevergradSampler(BaseSampler):
+class NevergradSampler(SpaceSampler):
     """A nevergrad optimizer as an Optuna sampler over a `SearchSpace`.
 
     Args:
@@ -90,12 +89,11 @@ class NevergradSampler(BaseSampler):
             raise InvalidArgumentError(
                 f"`num_workers` must be an integer >= 1, got {num_workers!r}."
             )
-        self._space = space
+        super().__init__(space=space, seed=seed)
         self._factory = optimizer
         self._budget = budget
         self._num_workers = num_workers
         self._seed = seed
-        self._random = RandomSampler(seed=seed)
         self._opt: ng.optimization.Optimizer | None = None
         self._asked: dict[int, Any] = {}
         self._told: set[int] = set()
@@ -174,16 +172,10 @@ class NevergradSampler(BaseSampler):
 
     # ----- optuna.samplers.BaseSampler --------------------------------------------------------
 
-    def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return self._space.distributions()
-
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if len(study.directions) > 1:
-            raise ValueError("NevergradSampler supports single-objective studies only.")
+        self._single_objective_only(study)
         if not search_space:
             return {}
         self._sync(study)
@@ -197,15 +189,6 @@ class NevergradSampler(BaseSampler):
             params[ATTENTION_SCALE] = float(value["t"])
         return {k: v for k, v in params.items() if k in search_space}
 
-    def sample_independent(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        return self._random.sample_independent(study, trial, param_name, param_distribution)
-
     def after_trial(
         self, study: Study, trial: FrozenTrial, state: TrialState, values: Any
     ) -> None:
@@ -213,6 +196,3 @@ class NevergradSampler(BaseSampler):
             return
         loss = self._loss(state, values, trial.intermediate_values)
         self._tell(trial.number, trial.params, loss, self._asked.pop(trial.number, None))
-
-    def reseed_rng(self) -> None:
-        self._random.reseed_rng()
