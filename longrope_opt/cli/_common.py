@@ -42,6 +42,12 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
         choices=["bfloat16", "float32", "float16"],
         help="model dtype (RoPE angles are fp32 regardless; default bfloat16)",
     )
+    group.add_argument(
+        "--fuse",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compile element-wise work for faster long forwards (default on)",
+    )
 
 
 def add_storage_flag(parser: Any) -> None:

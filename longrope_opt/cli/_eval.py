@@ -65,12 +65,6 @@ def add_parser(sub: Any) -> None:
     )
     searched.add_argument("--study-name", default=None, help="take the best trial of this study")
     add_storage_flag(searched)
-    parser.add_argument(
-        "--fuse",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="compile element-wise work for faster long forwards (default on)",
-    )
     parser.set_defaults(run=run)
 
 

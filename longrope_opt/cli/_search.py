@@ -65,12 +65,6 @@ def add_parser(sub: Any) -> None:
         default="longrope",
         help="attention scale: none, yarn, longrope (sqrt(1+ln s/ln L), default) or search",
     )
-    evo.add_argument(
-        "--fuse",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="compile element-wise work for faster long forwards (default on)",
-    )
     parser.set_defaults(run=run)
 
 

@@ -7,13 +7,13 @@ import pytest
 from longrope_opt.cli import main
 
 
+def _base(model: str, corpus: str) -> list[str]:
+    return ["eval", "--model", model, "--corpus", corpus]
+
+
 def test_eval_prints_a_table_per_method_and_length(tiny_model_dir, tiny_corpus, capsys) -> None:
     args = [
-        "eval",
-        "--model",
-        tiny_model_dir,
-        "--corpus",
-        tiny_corpus,
+        *_base(tiny_model_dir, tiny_corpus),
         "--lengths",
         "64,256",
         "--methods",
@@ -50,11 +50,7 @@ def test_bad_input_is_one_line_exit_2(tiny_model_dir, tiny_corpus, capsys, extra
     assert (
         main(
             [
-                "eval",
-                "--model",
-                tiny_model_dir,
-                "--corpus",
-                tiny_corpus,
+                *_base(tiny_model_dir, tiny_corpus),
                 "--dtype",
                 "float32",
                 *extra,
@@ -80,11 +76,7 @@ def test_eval_with_searched_factors_file(tiny_model_dir, tiny_corpus, tmp_path, 
         {"factors": [1.0, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0], "n_hat": 2, "attention_scale": 1.1},
     )
     args = [
-        "eval",
-        "--model",
-        tiny_model_dir,
-        "--corpus",
-        tiny_corpus,
+        *_base(tiny_model_dir, tiny_corpus),
         "--lengths",
         "256",
         "--methods",
@@ -125,11 +117,7 @@ def test_eval_with_searched_factors_file(tiny_model_dir, tiny_corpus, tmp_path, 
 def test_bad_factor_files(tiny_model_dir, tiny_corpus, tmp_path, capsys, content, message) -> None:
     factors = _write(tmp_path / "bad.json", content)
     args = [
-        "eval",
-        "--model",
-        tiny_model_dir,
-        "--corpus",
-        tiny_corpus,
+        *_base(tiny_model_dir, tiny_corpus),
         "--lengths",
         "256",
         "--factors",
