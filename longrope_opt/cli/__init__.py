@@ -11,13 +11,21 @@ import sys
 from collections.abc import Sequence
 
 from longrope_opt import __version__
+from longrope_opt.cli import _compare
+from longrope_opt.cli import _dashboard
 from longrope_opt.cli import _eval
 from longrope_opt.cli import _export
 from longrope_opt.cli import _search
 from longrope_opt.errors import LongRopeOptError
 
 
-_SUBCOMMANDS = {"search": _search, "eval": _eval, "export": _export}
+_SUBCOMMANDS = {
+    "search": _search,
+    "eval": _eval,
+    "export": _export,
+    "compare": _compare,
+    "dashboard": _dashboard,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,10 @@ EXAMPLES = """examples:
   longrope-opt eval --study-name smollm2-135m-16384 --lengths 8k,16k
   # your own model and text
   longrope-opt eval --model ./my-llama --corpus ./books/ --lengths 8192 --samples 5
+  # the paper's Table 4 layout with files: table.csv, table.json and table.html (ppl vs length)
+  longrope-opt eval --lengths 8k,16k,32k --methods none,pi,ntk,dynamic_ntk,yarn --factors f.json --output table
+  # passkey retrieval accuracy, 10 random keys and depths per length
+  longrope-opt eval --task passkey --lengths 4k,8k,16k --trials 10 --factors f.json
 """
 
 
@@ -37,6 +41,21 @@ def add_parser(sub: Any) -> None:
     )
     add_model_flags(parser)
     group = parser.add_argument_group("evaluation")
+    group.add_argument(
+        "--task",
+        default="perplexity",
+        choices=["perplexity", "passkey"],
+        help="perplexity on the corpus (default) or passkey retrieval accuracy",
+    )
+    group.add_argument(
+        "--trials", type=int, default=10, help="passkey: random keys per length (default 10)"
+    )
+    group.add_argument(
+        "--output",
+        default=None,
+        metavar="PREFIX",
+        help="also write PREFIX.csv, PREFIX.json and PREFIX.html (value against length)",
+    )
     group.add_argument(
         "--lengths",
         default="16384",
@@ -99,14 +118,26 @@ def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
         raise InvalidArgumentError(f"searched factors do not fit this model: {exc}") from None
 
 
+def _scaling_for(method: str, length: int, spec: Any, searched: Any) -> Any:
+    from longrope_opt.rope import get_method
+
+    # Within the trained window every method is the model as trained (transformers' longrope
+    # uses its short factors there); beyond it, the method's own scaling.
+    if method == "none" or length <= spec.original_length:
+        return None
+    if method == "searched":
+        return searched
+    return get_method(method)(spec, length)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load once, evaluate every (method, length), print a table."""
+    """Load once, evaluate every (method, length), print a table (and write files)."""
     from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
+    from longrope_opt.objectives import evaluate_passkey
     from longrope_opt.objectives import evaluate_perplexity
     from longrope_opt.rope import METHODS
-    from longrope_opt.rope import get_method
 
     lengths = int_list(args.lengths, name="lengths")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -115,51 +146,88 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(
                 f"`--methods` entries must be in {sorted(METHODS)}, got {m!r}."
             )
-    if args.samples < 1:
-        raise InvalidArgumentError(f"`--samples` must be >= 1, got {args.samples}.")
+    for flag in ("samples", "trials"):
+        if getattr(args, flag) < 1:
+            raise InvalidArgumentError(f"`--{flag}` must be >= 1, got {getattr(args, flag)}.")
     model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
     spec = RopeSpec.from_config(model.config)
     searched = _searched_scaling(args, spec)
     if searched is not None:
         methods.append("searched")
+    passkey = args.task == "passkey"
     rows: dict[str, dict[int, float]] = {m: {} for m in methods}
     for length in lengths:
-        samples = load_samples(
-            args.corpus, tokenizer, length, args.samples, args.seed, full=args.mode == "sliding"
-        )
-        for method in methods:
-            # Within the trained window every method is the model as trained (transformers'
-            # longrope uses its short factors there); beyond it, the method's own scaling.
-            if method == "none" or length <= spec.original_length:
-                scaling = None
-            elif method == "searched":
-                scaling = searched
-            else:
-                scaling = get_method(method)(spec, length)
-            start = time.perf_counter()
-            result = evaluate_perplexity(
-                model,
-                samples,
-                scaling,
-                mode=args.mode,
-                stride=args.stride,
-                window=length,
-                progress=True,
+        samples = None
+        if not passkey:
+            samples = load_samples(
+                args.corpus,
+                tokenizer,
+                length,
+                args.samples,
+                args.seed,
+                full=args.mode == "sliding",
             )
-            rows[method][length] = result.ppl
+        for method in methods:
+            scaling = _scaling_for(method, length, spec, searched)
+            start = time.perf_counter()
+            if passkey:
+                res = evaluate_passkey(
+                    model, tokenizer, scaling, length, n_trials=args.trials, seed=args.seed,
+                    progress=True,
+                )  # fmt: skip
+                value, detail = res.accuracy, f"{sum(res.correct)}/{len(res.correct)} keys"
+            else:
+                result = evaluate_perplexity(
+                    model, samples, scaling, mode=args.mode, stride=args.stride, window=length,
+                    progress=True,
+                )  # fmt: skip
+                value, detail = result.ppl, f"{result.n_tokens} tokens"
+            rows[method][length] = value
             print(
-                f"  {method:<12} {length:>7}  ppl {result.ppl:9.3f}  "
-                f"({result.n_tokens} tokens, {time.perf_counter() - start:.1f} s)",
+                f"  {method:<12} {length:>7}  {args.task} {value:9.3f}  "
+                f"({detail}, {time.perf_counter() - start:.1f} s)",
                 flush=True,
             )
     print()
-    print(
-        f"perplexity on {args.corpus!r} ({args.samples} sample(s), seed {args.seed}, {args.mode}) "
-        f"- {args.model}, trained at {spec.original_length}"
-    )
+    if passkey:
+        title = f"passkey accuracy ({args.trials} keys per length, seed {args.seed})"
+    else:
+        title = (
+            f"perplexity on {args.corpus!r} ({args.samples} sample(s), seed {args.seed}, "
+            f"{args.mode})"
+        )
+    title += f" - {args.model}, trained at {spec.original_length}"
+    print(title)
     header = f"{'method':<12}" + "".join(f"{L:>10}" for L in lengths)
     print(header)
     print("-" * len(header))
+    fmt = "{:>10.0%}" if passkey else "{:>10.3f}"
     for method in methods:
-        print(f"{method:<12}" + "".join(f"{rows[method][L]:>10.3f}" for L in lengths))
+        print(f"{method:<12}" + "".join(fmt.format(rows[method][L]) for L in lengths))
+    if args.output:
+        _write_outputs(args.output, rows, args.task, title)
     return 0
+
+
+def _write_outputs(prefix: str, rows: dict[str, dict[int, float]], task: str, title: str) -> None:
+    import csv
+    import json
+
+    from longrope_opt.viz import length_figure
+    from longrope_opt.viz import length_records
+
+    records = length_records(rows)
+    value = "accuracy" if task == "passkey" else "ppl"
+    with open(f"{prefix}.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["method", "length", value])
+        for r in records:
+            writer.writerow([r["method"], r["length"], r["ppl"]])
+    with open(f"{prefix}.json", "w") as f:
+        out = [{"method": r["method"], "length": r["length"], value: r["ppl"]} for r in records]
+        json.dump({"task": task, "title": title, "rows": out}, f, indent=1)
+    fig = length_figure(records, title=title)
+    if task == "passkey":
+        fig.update_layout(yaxis_type="linear", yaxis_title="passkey accuracy")
+    fig.write_html(f"{prefix}.html", include_plotlyjs=True)
+    print(f"wrote {prefix}.csv, {prefix}.json, {prefix}.html")

@@ -26,12 +26,15 @@ class Samples(list):  # type: ignore[type-arg]
         doc_ids: One id per sample (module name, file path, or dataset row).
         corpus_hash: sha256 prefix over the texts of the chosen documents (provenance).
         length: Tokens per sample (every sample has exactly this many unless ``full=True``).
+        tokenizer: The tokenizer that made them (objectives that build their own prompts, such as
+            `PasskeyObjective`, take it from here).
     """
 
     source: str
     doc_ids: list[str]
     corpus_hash: str
     length: int
+    tokenizer: Any
 
 
 def _looks_like_path(source: str) -> bool:
@@ -112,4 +115,5 @@ def load_samples(
     samples.doc_ids = [doc_id for doc_id, _, _ in chosen]
     samples.corpus_hash = text_hash([text for _, text, _ in chosen])
     samples.length = length
+    samples.tokenizer = tokenizer
     return samples

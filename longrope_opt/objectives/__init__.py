@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from longrope_opt.objectives._objective import PerplexityObjective
+from longrope_opt.objectives._passkey import PasskeyObjective
+from longrope_opt.objectives._passkey import PasskeyPrompt
+from longrope_opt.objectives._passkey import PasskeyResult
+from longrope_opt.objectives._passkey import build_passkey_prompt
+from longrope_opt.objectives._passkey import evaluate_passkey
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
 from longrope_opt.objectives._perplexity import window_nll
@@ -15,6 +20,11 @@ from longrope_opt.objectives._windows import truncate_window
 
 
 __all__ = [
+    "PasskeyObjective",
+    "PasskeyPrompt",
+    "PasskeyResult",
+    "build_passkey_prompt",
+    "evaluate_passkey",
     "ENTRY_POINT_GROUP",
     "available_objectives",
     "get_objective_factory",

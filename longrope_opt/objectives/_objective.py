@@ -9,9 +9,13 @@ from typing import Any
 import optuna
 import torch
 
+from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
 from longrope_opt.space import SearchSpace
+
+
+REPORTS = ("running", "sample")
 
 
 class PerplexityObjective:
@@ -28,8 +32,12 @@ class PerplexityObjective:
         model: A loaded RoPE causal LM (`longrope_opt.models.load_model`).
         samples: 1-D token tensors (`longrope_opt.data.load_samples`), each ≥ the target length.
         space: The search space (model spec, target length, parameter names).
-        mode: ``"truncate"`` (search) or ``"sliding"``.
+        mode: ``"truncate"`` (search), ``"sliding"`` or ``"skip"`` (cheap comparison proxy, see
+            `evaluate_perplexity`).
         stride: Sliding stride (``"sliding"`` only).
+        skip_tokens: Real tokens per sample (``"skip"`` only).
+        skip_chunks: Pieces per sample (``"skip"`` only).
+        report: ``"running"`` or ``"sample"`` (see above).
         progress: Show a progress bar over samples inside each trial.
 
     Example:
@@ -48,13 +56,21 @@ class PerplexityObjective:
         space: SearchSpace,
         mode: str = "truncate",
         stride: int | None = None,
+        skip_tokens: int = 1024,
+        skip_chunks: int = 2,
+        report: str = "running",
         progress: bool = False,
     ) -> None:
+        if report not in REPORTS:
+            raise InvalidArgumentError(f"`report` must be one of {list(REPORTS)}, got {report!r}.")
         self.model = model
         self.samples = list(samples)
         self.space = space
         self.mode = mode
         self.stride = stride
+        self.skip_tokens = skip_tokens
+        self.skip_chunks = skip_chunks
+        self.report = report
         self.progress = progress
 
     def __call__(self, trial: optuna.Trial) -> float:
@@ -68,8 +84,11 @@ class PerplexityObjective:
 
         def report(i: int, running: PerplexityResult) -> None:
             _record(trial, running)
-            if math.isfinite(running.ppl):
-                trial.report(running.ppl, step=i)
+            value = running.ppl
+            if self.report == "sample":
+                value = running.sample_nll[-1] / max(running.sample_tokens[-1], 1)
+            if math.isfinite(value):
+                trial.report(value, step=i)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after {i + 1} sample(s), ppl {running.ppl:.4g}")
 
@@ -80,6 +99,8 @@ class PerplexityObjective:
             mode=self.mode,
             stride=self.stride,
             window=self.space.target_length,
+            skip_tokens=self.skip_tokens,
+            skip_chunks=self.skip_chunks,
             on_sample=report,
             progress=self.progress,
         )
@@ -94,3 +115,5 @@ def _record(trial: optuna.Trial, result: PerplexityResult) -> None:
     trial.set_user_attr("sample_nll", [round(x, 6) for x in result.sample_nll])
     trial.set_user_attr("sample_tokens", list(result.sample_tokens))
     trial.set_user_attr("evaluated_tokens", int(result.n_tokens))
+    if math.isfinite(result.ppl):
+        trial.set_user_attr("partial_ppl", round(result.ppl, 6))

@@ -19,13 +19,15 @@ import torch.nn.functional as F
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives._windows import Window
+from longrope_opt.objectives._windows import skip_positions
+from longrope_opt.objectives._windows import skip_window
 from longrope_opt.objectives._windows import sliding_windows
 from longrope_opt.objectives._windows import truncate_window
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
 
 
-MODES = ("truncate", "sliding")
+MODES = ("truncate", "sliding", "skip")
 
 
 @dataclass
@@ -72,7 +74,12 @@ def _final_logits(model: Any, logits: torch.Tensor) -> torch.Tensor:
 
 
 def window_nll(
-    model: Any, ids: torch.Tensor, window: Window, *, chunk_size: int = 2048
+    model: Any,
+    ids: torch.Tensor,
+    window: Window,
+    *,
+    chunk_size: int = 2048,
+    positions: Sequence[int] | None = None,
 ) -> tuple[float, int]:
     """Σ NLL and token count of one window, without materialising full-vocabulary logits.
 
@@ -81,6 +88,7 @@ def window_nll(
         ids: The whole document, 1-D ``long``.
         window: Which tokens to feed and which to score.
         chunk_size: Positions per LM-head chunk (peak memory ≈ chunk_size × vocab × 4 bytes).
+        positions: Position ids of the fed tokens; default ``0 … end − begin − 1``.
 
     Returns:
         ``(nll_sum, n_scored)``.
@@ -89,7 +97,14 @@ def window_nll(
     head = model.get_output_embeddings()
     device = head.weight.device
     inputs = ids[window.begin : window.end].to(device)[None]  # (1, T)
-    hidden = body(input_ids=inputs, use_cache=False).last_hidden_state[0]  # (T, H)
+    extra: dict[str, torch.Tensor] = {}
+    if positions is not None:
+        extra["position_ids"] = torch.as_tensor(list(positions), device=device)[None]  # (1, T)
+        # An explicit all-ones mask: without one, transformers reads position ids that jump as
+        # packed sequences and masks attention between the pieces (masking_utils.
+        # find_packed_sequence_indices) — the far pieces would never see the near ones.
+        extra["attention_mask"] = torch.ones_like(inputs)  # (1, T)
+    hidden = body(input_ids=inputs, use_cache=False, **extra).last_hidden_state[0]  # (T, H)
     # Position p predicts token p+1: score tokens [score_from, end) from hidden [score_from-1, end-1).
     first = window.score_from - window.begin
     hidden = hidden[first - 1 : -1]  # (S, H)
@@ -112,6 +127,8 @@ def evaluate_perplexity(
     mode: str = "truncate",
     stride: int | None = None,
     window: int | None = None,
+    skip_tokens: int = 1024,
+    skip_chunks: int = 2,
     chunk_size: int = 2048,
     on_sample: Callable[[int, PerplexityResult], None] | None = None,
     progress: bool = False,
@@ -127,6 +144,8 @@ def evaluate_perplexity(
             tokens over the whole sample, each token scored once (evaluation tables).
         stride: Sliding stride (required for ``"sliding"``; the paper uses 256).
         window: Context length; defaults to the longest sample.
+        skip_tokens: Real tokens per sample in ``"skip"`` mode.
+        skip_chunks: Pieces per sample in ``"skip"`` mode.
         chunk_size: Positions per LM-head chunk.
         on_sample: Called after each sample with its index and the running result (the objective
             reports to Optuna here; raising ``optuna.TrialPruned`` stops the evaluation).
@@ -151,14 +170,19 @@ def evaluate_perplexity(
     with torch.inference_mode(), _maybe_patch(model, scaling):
         for i, ids in iterator:
             n = int(ids.numel())
-            windows = (
-                truncate_window(n, window)
-                if mode == "truncate"
-                else sliding_windows(n, window, stride)
-            )
+            positions = None
+            if mode == "truncate":
+                windows = truncate_window(n, window)
+            elif mode == "sliding":
+                windows = sliding_windows(n, window, stride)
+            else:
+                windows = [skip_window(n, skip_tokens, skip_chunks)]
+                positions = skip_positions(skip_tokens, window, skip_chunks)
             nll, count = 0.0, 0
             for w in windows:
-                w_nll, w_count = window_nll(model, ids, w, chunk_size=chunk_size)
+                w_nll, w_count = window_nll(
+                    model, ids, w, chunk_size=chunk_size, positions=positions
+                )
                 nll, count = nll + w_nll, count + w_count
             result.sample_nll.append(nll)
             result.sample_tokens.append(count)

@@ -23,6 +23,7 @@ ENTRY_POINT_GROUP = "longrope_opt.objectives"
 
 _BUILTIN: dict[str, str] = {
     "perplexity": "longrope_opt.objectives._objective:PerplexityObjective",
+    "passkey": "longrope_opt.objectives._passkey:PasskeyObjective",
 }
 
 

@@ -59,3 +59,41 @@ def sliding_windows(n_tokens: int, window: int, stride: int) -> list[Window]:
         windows.append(Window(max(0, end - window), end, scored))
         scored = end
     return windows
+
+
+def _check_skip(tokens: int, chunks: int, limit: int, limit_name: str) -> None:
+    if chunks < 2:
+        raise InvalidArgumentError(f"`chunks` must be >= 2, got {chunks}.")
+    if not 2 * chunks <= tokens <= limit:
+        raise InvalidArgumentError(
+            f"`tokens` must be in [2 * chunks = {2 * chunks}, {limit_name} = {limit}], got {tokens}."
+        )
+
+
+def skip_window(n_tokens: int, tokens: int, chunks: int = 2) -> Window:
+    """The window of the ``"skip"`` mode: feed the first `tokens` tokens, score all but chunk 0.
+
+    Used with `skip_positions`, which spreads the `chunks` consecutive pieces of the text over
+    the whole target window: the scored tokens see the far positions and the long distances of
+    the target length at the cost of `tokens` tokens (positional skip-wise windows, Zhu et al.,
+    "PoSE", ICLR 2024, used here for evaluation).
+    """
+    _check_skip(tokens, chunks, n_tokens, "n_tokens")
+    return Window(0, tokens, tokens // chunks)
+
+
+def skip_positions(tokens: int, length: int, chunks: int = 2) -> list[int]:
+    """Position ids of the ``"skip"`` mode.
+
+    The text is cut into `chunks` consecutive pieces of ``tokens // chunks`` tokens (the last takes
+    the rest); piece j starts at ``j · (length − last) // (chunks − 1)``, so piece 0 starts at 0,
+    the last ends at `length`, and the gaps between pieces are equal.
+    """
+    _check_skip(tokens, chunks, length, "length")
+    size = tokens // chunks
+    last = tokens - size * (chunks - 1)
+    positions: list[int] = []
+    for j in range(chunks):
+        start = j * (length - last) // (chunks - 1)
+        positions.extend(range(start, start + (last if j == chunks - 1 else size)))
+    return positions

@@ -59,6 +59,11 @@ class LongRoPESampler(SpaceSampler):
         mutation_prob: p, per-gene re-draw probability.
         max_tries: Attempts to find a new valid candidate before the fallback (a mutation with
             p = 1, then a random monotone vector).
+        seeded: Start from PI/NTK/YaRN and their mutants (the paper's initial population). False
+            starts from random non-decreasing vectors — a plain GA, the reference point
+            `longrope-opt compare` measures seeding against.
+        dedup: Never propose a candidate the study already holds. False re-evaluates duplicates,
+            as a plain GA would.
         seed: Base seed; None draws one.
     """
 
@@ -72,6 +77,8 @@ class LongRoPESampler(SpaceSampler):
         num_parents: int = 32,
         mutation_prob: float = 0.3,
         max_tries: int = 50,
+        seeded: bool = True,
+        dedup: bool = True,
         seed: int | None = None,
     ) -> None:
         _check_int("population_size", population_size, len(SEED_METHODS))
@@ -98,6 +105,8 @@ class LongRoPESampler(SpaceSampler):
         self._num_parents = num_parents
         self._mutation_prob = mutation_prob
         self._max_tries = max_tries
+        self.seeded = bool(seeded)
+        self._dedup = bool(dedup)
         self._seed = int(np.random.SeedSequence(seed).entropy) if seed is None else int(seed)
         super().__init__(space=space, seed=self._seed)
         self._seed_genomes = [
@@ -152,7 +161,7 @@ class LongRoPESampler(SpaceSampler):
             return {}
         gen, slot = _state.assign(study, trial, self.generation_capacity)
         rng = np.random.default_rng([self._seed & 0xFFFFFFFF, trial.number])
-        seen = self._existing_keys(study, trial)
+        seen = self._existing_keys(study, trial) if self._dedup else set()
         genome = self._propose(study, gen, slot, rng, seen)
         params = self._params_of(genome)
         return {name: value for name, value in params.items() if name in search_space}
@@ -163,11 +172,16 @@ class LongRoPESampler(SpaceSampler):
         self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
     ) -> Genome:
         p = self._mutation_prob
+        if gen == 0 and not self.seeded:
+            return random_monotone(self._space, rng, self._space.spec.n_factors)
         if gen == 0:
             parents = self._seed_genomes
         else:
             parents = [self._genome_of_params(t.params) for t in self.get_parents(study, gen)]
-            parents = [g for g in parents if g is not None] or self._seed_genomes
+            fallback = self._seed_genomes if self.seeded else []
+            parents = [g for g in parents if g is not None] or fallback
+            if not parents:  # an unseeded search whose previous generation all failed
+                return random_monotone(self._space, rng, self._space.spec.n_factors)
         use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
         for _ in range(self._max_tries):
             if use_crossover:
@@ -240,11 +254,14 @@ class LongRoPESampler(SpaceSampler):
 def enqueue_seeds(
     study: Study, sampler: LongRoPESampler, methods: Sequence[str] = SEED_METHODS
 ) -> int:
-    """Enqueue the sampler's PI/NTK/YaRN seeds once (skipped when the study already has them).
+    """Enqueue the sampler's PI/NTK/YaRN seeds once (skipped when the study already has them, or
+    when the sampler is not `seeded`).
 
     Returns:
         How many seeds were enqueued now.
     """
+    if not sampler.seeded:
+        return 0
     done = {t.user_attrs.get("seed") for t in study.get_trials(deepcopy=False)}
     added = 0
     for method, params in sampler.seed_params():

@@ -134,9 +134,15 @@ class NevergradSampler(SpaceSampler):
         return value
 
     @staticmethod
-    def _loss(state: TrialState, values: Any, intermediate: dict[int, float]) -> float | None:
+    def _loss(trial: FrozenTrial, state: TrialState, values: Any) -> float | None:
+        # A pruned trial is told the estimate it reached: its `partial_ppl` user attr when the
+        # objective records one (PerplexityObjective does; its reports may be per-sample NLLs),
+        # else its last reported value.
+        intermediate = trial.intermediate_values
         if state == TrialState.COMPLETE and values:
             loss = float(values[0])
+        elif state == TrialState.PRUNED and "partial_ppl" in trial.user_attrs:
+            loss = float(trial.user_attrs["partial_ppl"])
         elif state == TrialState.PRUNED and intermediate:
             loss = float(intermediate[max(intermediate)])
         else:
@@ -153,9 +159,7 @@ class NevergradSampler(SpaceSampler):
             )
         for t in study._get_trials(deepcopy=False, states=_TOLD, use_cache=False):
             if t.number not in self._told and t.number not in self._asked:
-                self._tell(
-                    t.number, t.params, self._loss(t.state, t.values, t.intermediate_values), None
-                )
+                self._tell(t.number, t.params, self._loss(t, t.state, t.values), None)
 
     def _tell(
         self, number: int, params: dict[str, Any], loss: float | None, candidate: Any
@@ -194,5 +198,5 @@ class NevergradSampler(SpaceSampler):
     ) -> None:
         if self._opt is None or trial.number in self._told:
             return
-        loss = self._loss(state, values, trial.intermediate_values)
+        loss = self._loss(trial, state, values)
         self._tell(trial.number, trial.params, loss, self._asked.pop(trial.number, None))

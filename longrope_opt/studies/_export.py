@@ -50,9 +50,12 @@ def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenT
         ) from None
     names = sorted(k for k in best.params if k.startswith("lambda_"))
     attrs = best.user_attrs
+    factors = [best.params[n] for n in names]
+    if attrs.get("repaired") == "sort":  # a baseline's proposal: the objective evaluated it sorted
+        factors = sorted(factors)
     return (
         RopeScaling(
-            [best.params[n] for n in names],
+            factors,
             int(best.params.get("n_hat", attrs.get("n_hat", 0))),
             float(best.params.get("attention_scale", attrs.get("attention_scale", 1.0))),
             method="searched",

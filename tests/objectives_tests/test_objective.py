@@ -61,6 +61,8 @@ def test_pruned_trial_records_what_it_cost(tmp_path) -> None:
     for t in study.trials:
         assert t.state == optuna.trial.TrialState.PRUNED
         assert t.user_attrs["evaluated_tokens"] == 2 * 127
+        nll = t.user_attrs["sample_nll"]
+        assert t.user_attrs["partial_ppl"] == pytest.approx(math.exp(sum(nll) / 254), rel=1e-5)
 
 
 def test_nan_fails_the_trial_not_the_study(tmp_path) -> None:
@@ -93,3 +95,28 @@ def test_search_space_names_bounds_and_roundtrip() -> None:
         "attention_scale" in searched.distributions() and "n_hat" not in searched.distributions()
     )
     assert searched.to_scaling({**space.to_params(scaling), "attention_scale": 1.2}).n_hat == 4
+
+
+def test_sample_reports_are_paired_per_sample_nlls(tmp_path) -> None:
+    # report="sample": step i holds sample i's mean NLL per token (WilcoxonPruner's pairing key),
+    # and the study runs with that pruner on SQLite.
+    model, samples, space = _setup(k=6)
+    study = optuna.create_study(
+        storage=f"sqlite:///{tmp_path / 'w.db'}",
+        pruner=optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4),
+    )
+    study.enqueue_trial({n: 1.0 for n in space.names} | {"n_hat": 0})
+    objective = PerplexityObjective(model, samples, space=space, report="sample")
+    study.optimize(objective, n_trials=3)
+    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        nll, tokens = t.user_attrs["sample_nll"], t.user_attrs["sample_tokens"]
+        assert [t.intermediate_values[i] for i in range(6)] == pytest.approx(
+            [n / c for n, c in zip(nll, tokens)]
+        )
+        assert t.user_attrs["partial_ppl"] == pytest.approx(t.value, rel=1e-5)
+
+
+def test_report_must_be_known() -> None:
+    model, samples, space = _setup()
+    with pytest.raises(ValueError, match=r"`report` must be one of \['running', 'sample'\]"):
+        PerplexityObjective(model, samples, space=space, report="mean")

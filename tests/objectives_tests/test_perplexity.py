@@ -11,6 +11,7 @@ import torch
 from longrope_opt import RopeScaling
 from longrope_opt import RopeSpec
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import PerplexityResult
 from longrope_opt.objectives import Window
 from longrope_opt.objectives import evaluate_perplexity
 from longrope_opt.objectives import window_nll
@@ -90,10 +91,49 @@ def test_on_sample_sees_running_result_and_model_is_restored() -> None:
 def test_bad_mode_and_missing_stride() -> None:
     model = build_tiny_model("llama")
     with pytest.raises(
-        InvalidArgumentError, match=r"`mode` must be one of \['truncate', 'sliding'\], got 'slide'"
+        InvalidArgumentError,
+        match=r"`mode` must be one of \['truncate', 'sliding', 'skip'\], got 'slide'",
     ):
         evaluate_perplexity(model, _samples(1), None, mode="slide")
     with pytest.raises(InvalidArgumentError, match="`stride` is required"):
         evaluate_perplexity(model, _samples(1), None, mode="sliding")
     with pytest.raises(InvalidArgumentError, match="`samples` must hold at least one sample"):
         evaluate_perplexity(model, [], None)
+
+
+def test_skip_mode_without_gaps_is_the_truncated_window_scored_after_piece_0() -> None:
+    model = build_tiny_model("llama")
+    samples = _samples(2, length=150)
+    # window == tokens: the pieces are contiguous, so this is plain next-token NLL from token 25.
+    skip = evaluate_perplexity(model, samples, None, mode="skip", window=100, skip_tokens=100,
+                               skip_chunks=4)  # fmt: skip
+    assert skip.sample_tokens == [75, 75]
+    with torch.inference_mode():
+        for ids, nll in zip(samples, skip.sample_nll):
+            ref, count = window_nll(model, ids, Window(0, 100, 25))
+            assert count == 75 and math.isclose(nll, ref, rel_tol=1e-5)
+    # Spread over a long window the same tokens see far positions: a different loss.
+    far = evaluate_perplexity(model, samples, None, mode="skip", window=1000, skip_tokens=100,
+                              skip_chunks=4)  # fmt: skip
+    assert far.n_tokens == skip.n_tokens
+    assert far.ppl != pytest.approx(skip.ppl, rel=1e-6)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_skip_pieces_attend_to_each_other(family: str) -> None:
+    # Position ids that jump must not be read as packed sequences: the scored pieces depend on the
+    # text of piece 0, however far apart they are placed.
+    model = build_tiny_model(family)
+    ids = _samples(1, length=64)[0]
+    other = ids.clone()
+    other[:8] = (other[:8] + 7) % 120 + 3  # change piece 0 only (4 pieces of 16 tokens)
+    from longrope_opt.objectives._windows import skip_positions
+
+    # Score only predictions made inside pieces 1-3 (from token 17 on), not from piece 0's end.
+    positions = skip_positions(64, 4000, 4)
+    with torch.inference_mode():
+        a = window_nll(model, ids, Window(0, 64, 17), positions=positions)
+        b = window_nll(model, other, Window(0, 64, 17), positions=positions)
+    assert a[1] == b[1] == 47
+    a, b = PerplexityResult(math.nan, a[0], a[1]), PerplexityResult(math.nan, b[0], b[1])
+    assert a.nll_sum != pytest.approx(b.nll_sum, rel=1e-6)

@@ -59,3 +59,39 @@ def test_truncate_scores_first_length_tokens() -> None:
 def test_bad_arguments(args, pattern: str) -> None:
     with pytest.raises(InvalidArgumentError, match=pattern):
         sliding_windows(*args)
+
+
+@given(tokens=st.integers(4, 400), chunks=st.integers(2, 9), extra=st.integers(0, 5000))
+def test_skip_positions_spread_pieces_over_the_window(
+    tokens: int, chunks: int, extra: int
+) -> None:
+    from longrope_opt.objectives._windows import skip_positions
+    from longrope_opt.objectives._windows import skip_window
+
+    if tokens < 2 * chunks:
+        with pytest.raises(InvalidArgumentError, match="`tokens` must be in"):
+            skip_positions(tokens, tokens + extra, chunks)
+        return
+    length = tokens + extra
+    pos = skip_positions(tokens, length, chunks)
+    assert len(pos) == tokens
+    assert pos[0] == 0 and pos[-1] == length - 1
+    assert all(b > a for a, b in zip(pos, pos[1:]))  # strictly increasing: causal order kept
+    jumps = [b - a for a, b in zip(pos, pos[1:]) if b - a > 1]
+    assert len(jumps) <= chunks - 1
+    if jumps:
+        assert max(jumps) - min(jumps) <= 1  # equal gaps (up to rounding)
+    w = skip_window(tokens + 3, tokens, chunks)
+    assert (w.begin, w.end, w.score_from) == (0, tokens, tokens // chunks)
+
+
+def test_skip_rejects_bad_sizes() -> None:
+    from longrope_opt.objectives._windows import skip_positions
+    from longrope_opt.objectives._windows import skip_window
+
+    with pytest.raises(InvalidArgumentError, match=r"`chunks` must be >= 2, got 1\."):
+        skip_positions(16, 64, 1)
+    with pytest.raises(InvalidArgumentError, match=r"4, length = 8\], got 16"):
+        skip_positions(16, 8, 2)
+    with pytest.raises(InvalidArgumentError, match=r"n_tokens = 10\], got 16"):
+        skip_window(10, 16, 2)

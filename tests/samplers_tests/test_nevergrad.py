@@ -71,6 +71,33 @@ def test_pruned_told_with_last_value_failed_not_told() -> None:
     assert sampler.optimizer.num_tell == 6  # 3 complete + 3 pruned; failures have no value
 
 
+def test_pruned_trial_told_its_partial_estimate_when_recorded() -> None:
+    # The objective's reports may be per-sample NLLs (for WilcoxonPruner); the estimate a pruned
+    # trial reached is its `partial_ppl` user attr, and that is what nevergrad is told.
+    def obj(trial: optuna.Trial) -> float:
+        value = objective(trial)
+        trial.report(0.001, step=0)  # a per-sample number on another scale
+        if trial.number % 2 == 1:
+            trial.set_user_attr("partial_ppl", value + 100.0)
+            raise optuna.TrialPruned()
+        return value
+
+    sampler = NevergradSampler(space=SPACE, optimizer="OnePlusOne", seed=1)
+    told: dict[int, float | None] = {}
+    tell = sampler._tell
+
+    def spy(number, params, loss, candidate):
+        told[number] = loss
+        tell(number, params, loss, candidate)
+
+    sampler._tell = spy
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(obj, n_trials=6)
+    for t in study.trials:
+        expected = t.value if t.state == TrialState.COMPLETE else t.user_attrs["partial_ppl"]
+        assert told[t.number] == pytest.approx(expected)
+
+
 def test_resume_replays_finished_trials(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 'ng.db'}"
     first = NevergradSampler(space=SPACE, optimizer="TwoPointsDE", seed=2)

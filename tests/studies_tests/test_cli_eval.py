@@ -34,6 +34,50 @@ def test_eval_prints_a_table_per_method_and_length(tiny_model_dir, tiny_corpus, 
     assert rows["pi"][1] != rows["none"][1]
 
 
+def test_eval_writes_csv_json_and_html(tiny_model_dir, tiny_corpus, tmp_path, capsys) -> None:
+    import csv
+    import json
+
+    prefix = tmp_path / "table"
+    args = [
+        *_base(tiny_model_dir, tiny_corpus),
+        "--lengths", "128,256", "--methods", "none,ntk,dynamic_ntk", "--samples", "1",
+        "--dtype", "float32", "--no-fuse", "--output", str(prefix),
+    ]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("method") :].splitlines()
+    printed = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in table[2:5]}
+    with open(f"{prefix}.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["method"], int(r["length"])) for r in rows} == {
+        (m, n) for m in ("none", "ntk", "dynamic_ntk") for n in (128, 256)
+    }
+    for r in rows:  # the files hold the printed numbers
+        col = 0 if r["length"] == "128" else 1
+        assert float(r["ppl"]) == pytest.approx(printed[r["method"]][col], abs=1e-3)
+    data = json.loads((tmp_path / "table.json").read_text())
+    assert data["task"] == "perplexity" and len(data["rows"]) == 6
+    html = (tmp_path / "table.html").read_text()
+    assert "dynamic_ntk" in html and "Plotly" in html
+
+
+def test_eval_passkey_table(tiny_model_dir, capsys) -> None:
+    args = [
+        "eval", "--model", tiny_model_dir, "--task", "passkey", "--lengths", "160",
+        "--methods", "none,yarn", "--trials", "3", "--dtype", "float32", "--no-fuse",
+    ]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "passkey accuracy (3 keys per length" in out
+    table = out[out.index("method") :].splitlines()
+    assert table[0].split() == ["method", "160"]
+    for line in table[2:4]:
+        assert line.split()[1].endswith("%")
+    assert main([*args, "--trials", "0"]) == 2
+    assert "`--trials` must be >= 1, got 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

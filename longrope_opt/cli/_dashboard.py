@@ -1,0 +1,80 @@
+"""`longrope-opt dashboard`: optuna-dashboard on the study storage, with our figures attached."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from typing import Any
+
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
+from longrope_opt.errors import InvalidArgumentError
+
+
+EXAMPLES = """examples:
+  # the default storage (sqlite:///longrope.db), on http://127.0.0.1:8080
+  longrope-opt dashboard
+  # a PostgreSQL study database, reachable from other machines
+  longrope-opt dashboard --storage postgresql://user@db-host/longrope --host 0.0.0.0 --port 8081
+  # only attach the figures (for a dashboard someone else runs)
+  longrope-opt dashboard --attach-only
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    parser = add_subcommand(
+        sub,
+        "dashboard",
+        summary="serve optuna-dashboard on the studies, with λ and generation figures",
+        description="Attach the λ-curve and best-per-generation figures to every study in the "
+        "storage (they show under each study in optuna-dashboard), then serve the dashboard.",
+        examples=EXAMPLES,
+    )
+    add_storage_flag(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    parser.add_argument(
+        "--attach-only", action="store_true", help="attach the figures and exit without serving"
+    )
+    parser.set_defaults(run=run)
+
+
+def attach_all(storage: Any) -> dict[str, list[str]]:
+    """Attach figures to every study in `storage`; ``{study name: [figure names]}``."""
+    import optuna
+
+    from longrope_opt.viz import attach_figures
+
+    attached = {}
+    for summary in optuna.get_all_study_summaries(storage):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        attached[summary.study_name] = attach_figures(study)
+    return attached
+
+
+def run(args: argparse.Namespace) -> int:
+    """Attach, then serve until Ctrl-C."""
+    from longrope_opt.studies import make_storage
+    from longrope_opt.studies import resolve_storage_url
+
+    if not 0 < args.port < 65536:
+        raise InvalidArgumentError(f"`--port` must be in [1, 65535], got {args.port}.")
+    try:
+        import optuna_dashboard
+    except ImportError:
+        raise InvalidArgumentError(
+            "the dashboard needs optuna-dashboard: pip install 'longrope-opt[dashboard]'."
+        ) from None
+    url = resolve_storage_url(args.storage)
+    storage = make_storage(url)
+    for name, figures in attach_all(storage).items():
+        print(f"  {name}: {', '.join(figures) or 'no completed trial yet'}", flush=True)
+    if args.attach_only:
+        return 0
+    print(
+        f"optuna-dashboard on http://{args.host}:{args.port}/ for {url} (Ctrl-C stops)", flush=True
+    )
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a server is stopped
+        optuna_dashboard.run_server(storage, host=args.host, port=args.port)
+    return 0

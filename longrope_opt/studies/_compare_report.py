@@ -1,0 +1,208 @@
+"""Read finished comparison studies: cost-aware best-so-far curves, the table, the plotly HTML.
+
+Nothing here evaluates anything: it reads trials (values, states, the `evaluated_tokens` user
+attr the objective writes, timestamps) from storage. Cost is counted in evaluated tokens, so a
+pruned trial costs what it evaluated; "full evaluations" are tokens divided by the tokens of one
+complete evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from longrope_opt.studies._compare import PLAIN_EVOLUTION
+from longrope_opt.studies._compare import comparison_study_name
+
+
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@dataclass
+class SeedRun:
+    """One study's trajectory within the budget (trials in number order)."""
+
+    seed: int
+    best: list[float] = field(default_factory=list)  # best-so-far after each finished trial
+    tokens: list[int] = field(default_factory=list)  # cumulative evaluated tokens
+    pruned: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def final_best(self) -> float:
+        return self.best[-1] if self.best else math.nan
+
+    def cost_to_reach(self, target: float) -> tuple[int | None, int | None]:
+        """(trials, tokens) until best-so-far ≤ `target`; (None, None) if never."""
+        for i, value in enumerate(self.best):
+            if value <= target:
+                return i + 1, self.tokens[i]
+        return None, None
+
+
+@dataclass
+class SamplerSummary:
+    """One sampler over its seeds."""
+
+    sampler: str
+    runs: list[SeedRun]
+
+    def bests(self) -> list[float]:
+        return [r.final_best for r in self.runs if math.isfinite(r.final_best)]
+
+
+def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
+    """The first `budget` finished trials of `study` as a `SeedRun`."""
+    run = SeedRun(seed=seed)
+    best, spent = math.inf, 0
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    for t in trials:
+        if len(run.best) >= budget:
+            break
+        if t.state == TrialState.FAIL:
+            run.failed += 1
+            spent += int(t.user_attrs.get("evaluated_tokens", 0))
+            continue
+        if t.state not in _FINISHED:
+            continue
+        spent += int(t.user_attrs.get("evaluated_tokens", 0))
+        if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
+            best = min(best, t.value)
+        run.pruned += t.state == TrialState.PRUNED
+        if t.datetime_start and t.datetime_complete:
+            run.seconds += (t.datetime_complete - t.datetime_start).total_seconds()
+        run.best.append(best)
+        run.tokens.append(spent)
+    return run
+
+
+def read_comparison(
+    storage: Any, prefix: str, samplers: list[str], seeds: list[int], budget: int
+) -> tuple[list[SamplerSummary], list[str]]:
+    """Summaries of the studies that exist, and the names of those that do not."""
+    existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    summaries, missing = [], []
+    for name in samplers:
+        runs = []
+        for seed in seeds:
+            study_name = comparison_study_name(prefix, name, seed)
+            if study_name not in existing:
+                missing.append(study_name)
+                continue
+            study = optuna.load_study(study_name=study_name, storage=storage)
+            runs.append(read_run(study, seed, budget))
+        summaries.append(SamplerSummary(name, runs))
+    return summaries, missing
+
+
+def full_eval_tokens(storage: Any, prefix: str, summaries: list[SamplerSummary]) -> int:
+    """Tokens of one complete evaluation (the largest any complete trial used)."""
+    most = 0
+    for summary in summaries:
+        for run in summary.runs:
+            study = optuna.load_study(
+                study_name=comparison_study_name(prefix, summary.sampler, run.seed),
+                storage=storage,
+            )
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+                most = max(most, int(t.user_attrs.get("evaluated_tokens", 0)))
+    return most
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "—"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.4f} ± {sd:.4f}"
+
+
+def format_table(summaries: list[SamplerSummary], full_tokens: int, budget: int) -> str:
+    """The comparison table (best, cost to reach the plain evolution's best, pruning, time)."""
+    plain = next((s for s in summaries if s.sampler == PLAIN_EVOLUTION and s.bests()), None)
+    target = statistics.fmean(plain.bests()) if plain else None
+    lines = []
+    if target is not None:
+        lines.append(
+            f"target = mean best of the plain evolution at {budget} trials: {target:.4f}; "
+            "cost to reach it in full evaluations (tokens / tokens of one complete evaluation),"
+            " mean over seeds; '>=' counts a seed that never reached it as its whole budget."
+        )
+    head = (
+        f"{'sampler':<12} {'best (mean ± sd)':>18} {'reached':>8} {'full evals':>11} {'trials':>7}"
+    )
+    head += f" {'pruned':>7} {'full evals':>11} {'wall s':>7}"
+    lines += [
+        f"{'':<12} {'':>18} {'target':>8} {'to target':>11} {'to tgt':>7}"
+        f" {'':>7} {'used':>11} {'':>7}",
+        head,
+    ]
+    for s in summaries:
+        if not s.runs:
+            lines.append(f"{s.sampler:<12} (no study)")
+            continue
+        reached, evals, trials, censored = 0, [], [], False
+        for run in s.runs:
+            n, tokens = run.cost_to_reach(target) if target is not None else (None, None)
+            if n is None:
+                censored = True
+                n, tokens = len(run.best), run.tokens[-1] if run.tokens else 0
+            else:
+                reached += 1
+            evals.append(tokens / full_tokens if full_tokens else math.nan)
+            trials.append(n)
+        ge = ">=" if censored else ""
+        used = statistics.fmean(
+            (r.tokens[-1] if r.tokens else 0) / full_tokens if full_tokens else math.nan
+            for r in s.runs
+        )
+        to_target = f"{ge}{statistics.fmean(evals):.1f}" if target is not None else "—"
+        to_trials = f"{ge}{statistics.fmean(trials):.1f}" if target is not None else "—"
+        lines.append(
+            f"{s.sampler:<12} {_mean_sd(s.bests()):>18} {f'{reached}/{len(s.runs)}':>8}"
+            f" {to_target:>11} {to_trials:>7}"
+            f" {statistics.fmean(r.pruned for r in s.runs):>7.1f} {used:>11.1f}"
+            f" {statistics.fmean(r.seconds for r in s.runs):>7.0f}"
+        )
+    return "\n".join(lines)
+
+
+def write_html(
+    summaries: list[SamplerSummary], path: str, *, title: str, full_tokens: int
+) -> None:
+    """Best-so-far perplexity against cost (full evaluations), one line per (sampler, seed)."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+
+    fig = go.Figure()
+    palette = qualitative.Plotly + qualitative.Dark24
+    for i, summary in enumerate(summaries):
+        for j, run in enumerate(summary.runs):
+            fig.add_trace(
+                go.Scatter(
+                    x=[t / full_tokens for t in run.tokens] if full_tokens else run.tokens,
+                    y=run.best,
+                    mode="lines",
+                    line={"shape": "hv", "color": palette[i % len(palette)]},
+                    name=summary.sampler,
+                    legendgroup=summary.sampler,
+                    showlegend=j == 0,
+                    hovertemplate=f"{summary.sampler} seed {run.seed}<br>%{{x:.1f}} evals"
+                    "<br>best %{y:.4f}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        title=title,
+        xaxis_title="cost: full evaluations (evaluated tokens / tokens of one evaluation)",
+        yaxis_title="best perplexity so far",
+        yaxis_type="log",
+        template="plotly_white",
+    )
+    # Self-contained: the plot must open on an offline machine.
+    fig.write_html(path, include_plotlyjs=True)

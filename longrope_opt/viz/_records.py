@@ -1,0 +1,80 @@
+"""Plain data records for the figures, read from a study or an evaluation (no plotting here).
+
+The figure builders take only these records (lists and dicts of numbers), so they are tested on
+synthetic records without a model, a study or a browser.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from longrope_opt.rope import METHODS
+from longrope_opt.rope import RopeSpec
+from longrope_opt.samplers._state import trial_generation
+from longrope_opt.studies import best_scaling
+
+
+def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ("pi", "ntk", "yarn")) -> dict:
+    """λ per RoPE dimension pair for the best trial and the classic methods at the study's length.
+
+    Returns:
+        ``{"target_length": L', "curves": {name: [λ_0, ...]}}``; the best trial is named
+        ``"best (trial N)"``.
+    """
+    spec_d = study.user_attrs.get("rope_spec")
+    prov = study.user_attrs.get("provenance", {})
+    curves: dict[str, list[float]] = {}
+    target = int(prov.get("target_length", 0))
+    if spec_d and target:
+        spec = RopeSpec(**spec_d)
+        for m in methods:
+            curves[m] = [float(x) for x in METHODS[m](spec, target).factors]
+    scaling, best = best_scaling(study)
+    curves[f"best (trial {best.number})"] = [float(x) for x in scaling.factors]
+    return {"target_length": target, "curves": curves}
+
+
+def generation_records(study: optuna.Study) -> list[dict[str, Any]]:
+    """Per generation of a `LongRoPESampler` study: trials, best value in it, best so far.
+
+    Trials without a generation tag (another sampler) are skipped; an empty list means the study
+    was not run by the LongRoPE sampler.
+    """
+    by_gen: dict[int, list[float]] = {}
+    counts: dict[int, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        gen = trial_generation(t)
+        if gen is None:
+            continue
+        counts[gen] = counts.get(gen, 0) + 1
+        if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
+            by_gen.setdefault(gen, []).append(t.value)
+    records, best = [], math.inf
+    for gen in sorted(counts):
+        values = by_gen.get(gen, [])
+        gen_best = min(values) if values else math.nan
+        if values:
+            best = min(best, gen_best)
+        records.append(
+            {
+                "generation": gen,
+                "trials": counts[gen],
+                "completed": len(values),
+                "best": gen_best,
+                "best_so_far": best if math.isfinite(best) else math.nan,
+            }
+        )
+    return records
+
+
+def length_records(rows: dict[str, dict[int, float]]) -> list[dict[str, Any]]:
+    """``{method: {length: ppl}}`` (what `longrope-opt eval` computes) → flat records."""
+    return [
+        {"method": m, "length": int(length), "ppl": float(ppl)}
+        for m, by_length in rows.items()
+        for length, ppl in sorted(by_length.items())
+    ]

@@ -1,0 +1,148 @@
+"""Passkey: the paper's prompt (exact text, key placement, length control), evaluation, objective."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+import torch
+
+from longrope_opt import RopeSpec
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import PasskeyObjective
+from longrope_opt.objectives import build_passkey_prompt
+from longrope_opt.objectives import evaluate_passkey
+from longrope_opt.objectives._passkey import FILLER
+from longrope_opt.objectives._passkey import INSTRUCTION
+from longrope_opt.objectives._passkey import KEY_LINE
+from longrope_opt.objectives._passkey import QUESTION
+from longrope_opt.rope import yarn
+from longrope_opt.space import SearchSpace
+from tests.conftest import build_tiny_model
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@pytest.fixture(scope="module")
+def bpe_tokenizer():
+    """SmolLM2's real BPE tokenizer (its text round-trips exactly)."""
+    from transformers import AutoTokenizer
+
+    from longrope_opt.models._smollm2 import resolve_smollm2
+
+    return AutoTokenizer.from_pretrained(resolve_smollm2())
+
+
+def _word_tokenizer():
+    """A word-level tokenizer over the prompt's words, digits one by one (for tiny models)."""
+    from tokenizers import Tokenizer
+    from tokenizers import pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    text = " ".join([INSTRUCTION, *FILLER, KEY_LINE, QUESTION]).replace("{key}", "")
+    words = sorted(set(text.replace(".", " . ").replace("?", " ? ").split()))
+    vocab = {w: i for i, w in enumerate(["<unk>", *words, *map(str, range(10))])}
+    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=backend)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("depth", [0.0, 0.37, 1.0])
+def test_prompt_text_is_the_papers(bpe_tokenizer, depth: float) -> None:
+    p = build_passkey_prompt(bpe_tokenizer, 600, key=48213, depth=depth)
+    key_line = KEY_LINE.format(key="48213")
+    assert key_line == "The pass key is 48213. Remember it. 48213 is the pass key."
+    assert p.text.count(key_line) == 1
+    assert p.text.startswith(INSTRUCTION + " ")
+    assert p.text.endswith(" " + QUESTION)
+    # Without the key line, the middle is the 5 filler sentences repeated in order.
+    middle = p.text.replace(" " + key_line, "")[len(INSTRUCTION) + 1 : -len(QUESTION) - 1]
+    sentences = middle.split(". ")
+    cycle = [s.rstrip(".") for s in FILLER]
+    assert [s.rstrip(".") for s in sentences] == [cycle[i % 5] for i in range(len(sentences))]
+    assert bpe_tokenizer.decode(p.ids[p.key_span[0] : p.key_span[1]]) == " " + key_line
+    assert bpe_tokenizer.decode(p.answer_ids) == " 48213"
+
+
+@pytest.mark.slow
+def test_key_placement_follows_depth(bpe_tokenizer) -> None:
+    n_head = len(bpe_tokenizer(INSTRUCTION, add_special_tokens=False)["input_ids"])
+    n_tail = len(bpe_tokenizer(" " + QUESTION, add_special_tokens=False)["input_ids"])
+    first = build_passkey_prompt(bpe_tokenizer, 2000, key=11111, depth=0.0)
+    last = build_passkey_prompt(bpe_tokenizer, 2000, key=11111, depth=1.0)
+    assert first.key_span[0] == n_head
+    assert last.key_span[1] == last.ids.numel() - n_tail
+    starts = [
+        build_passkey_prompt(bpe_tokenizer, 2000, key=11111, depth=d / 10).key_span[0]
+        for d in range(11)
+    ]
+    assert starts == sorted(starts) and len(set(starts)) == 11
+    mid = build_passkey_prompt(bpe_tokenizer, 2000, key=11111, depth=0.5)
+    assert abs(mid.key_span[0] / mid.ids.numel() - 0.5) < 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("length", [120, 1000, 4096, 16384])
+def test_length_is_controlled_within_a_sentence(bpe_tokenizer, length: int) -> None:
+    p = build_passkey_prompt(bpe_tokenizer, length, key=90000, depth=0.5)
+    longest = max(
+        len(bpe_tokenizer(" " + s, add_special_tokens=False)["input_ids"]) for s in FILLER
+    )
+    assert length - longest < p.ids.numel() <= length
+    # Tokenizing the text again gives the same length (the pieces join without merges).
+    assert (
+        abs(len(bpe_tokenizer(p.text, add_special_tokens=False)["input_ids"]) - p.ids.numel()) <= 2
+    )
+
+
+def test_bad_prompt_arguments() -> None:
+    tok = _word_tokenizer()
+    with pytest.raises(InvalidArgumentError, match=r"`key` must be a 5-digit number, got '123'"):
+        build_passkey_prompt(tok, 500, key=123, depth=0.5)
+    with pytest.raises(InvalidArgumentError, match=r"`depth` must be in \[0, 1\], got 1.5"):
+        build_passkey_prompt(tok, 500, key=12345, depth=1.5)
+    with pytest.raises(InvalidArgumentError, match=r"`length` must be >= \d+ .*got 10"):
+        build_passkey_prompt(tok, 10, key=12345, depth=0.5)
+
+
+def test_evaluate_passkey_on_a_tiny_model_is_seeded_and_consistent() -> None:
+    tok = _word_tokenizer()
+    model = build_tiny_model("llama")
+    spec = RopeSpec.from_config(model.config)
+    a = evaluate_passkey(model, tok, None, 160, n_trials=4, seed=3)
+    b = evaluate_passkey(model, tok, yarn(spec, 160), 160, n_trials=4, seed=3)
+    assert a.depths == b.depths  # same prompts for every method
+    assert 0.0 <= a.accuracy <= 1.0 and len(a.correct) == 4
+    assert a.accuracy == sum(a.correct) / 4
+    assert a.nll != b.nll  # the scaling changes the model's answer distribution
+    # The teacher-forced check agrees with real greedy decoding.
+    prompt = build_passkey_prompt(tok, 160, key=52341, depth=0.3)
+    with torch.no_grad():
+        out = model.generate(
+            prompt.ids[None], max_new_tokens=prompt.answer_ids.numel(), do_sample=False
+        )
+    greedy = out[0, prompt.ids.numel() :]
+    from longrope_opt.objectives._passkey import passkey_trial
+
+    with torch.inference_mode():
+        correct, _ = passkey_trial(model, prompt)
+    assert correct == bool(torch.equal(greedy, prompt.answer_ids))
+
+
+def test_passkey_objective_in_a_study(tmp_path) -> None:
+    tok = _word_tokenizer()
+    model = build_tiny_model("llama")
+    space = SearchSpace(RopeSpec.from_config(model.config), 160)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'pk.db'}")
+    study.optimize(PasskeyObjective(model, space=space, tokenizer=tok, n_trials=2), n_trials=2)
+    for t in study.trials:
+        assert t.state == optuna.trial.TrialState.COMPLETE and t.value > 0
+        assert set(t.user_attrs["passkey_accuracy"]) == {"160"}
+    with pytest.raises(InvalidArgumentError, match="`tokenizer` is required"):
+        PasskeyObjective(model, space=space)
+    with pytest.raises(InvalidArgumentError, match=r"`metric` must be one of"):
+        PasskeyObjective(model, space=space, tokenizer=tok, metric="f1")

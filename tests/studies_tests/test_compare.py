@@ -1,0 +1,147 @@
+"""`longrope-opt compare` end to end on a tiny model: runs, resumes, and only reads when done."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import longrope_opt.models
+from longrope_opt.cli import main
+from longrope_opt.studies._compare import comparison_study_name
+from longrope_opt.studies._compare_report import SamplerSummary
+from longrope_opt.studies._compare_report import SeedRun
+from longrope_opt.studies._compare_report import format_table
+from tests.conftest import write_tiny_corpus
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SAMPLERS = ["longrope", "evolution", "ngopt", "tpe", "cmaes", "random"]
+
+
+def _args(model: str, corpus: str, storage: str, html: str, budget: int, *extra: str) -> list[str]:
+    return [
+        "compare",
+        "--model", model,
+        "--corpus", corpus,
+        "--target-length", "256",
+        "--samples", "6",
+        "--skip-tokens", "32",
+        "--budget", str(budget),
+        "--seeds", "2",
+        "--samplers", ",".join(SAMPLERS),
+        "--population-size", "4",
+        "--num-mutations", "2",
+        "--num-crossovers", "2",
+        "--num-parents", "2",
+        "--storage", storage,
+        "--study-prefix", "cmp",
+        "--html", html,
+        "--dtype", "float32",
+        "--no-fuse",
+        *extra,
+    ]  # fmt: skip
+
+
+def _snapshot(storage: str) -> dict[str, list[tuple]]:
+    out = {}
+    for summary in optuna.get_all_study_summaries(storage):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        out[summary.study_name] = [
+            (t.number, t.state, t.value, t.datetime_complete) for t in study.get_trials()
+        ]
+    return out
+
+
+def test_compare_runs_resumes_and_then_only_reads(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+) -> None:
+    tiny_corpus = write_tiny_corpus(tmp_path / "corpus", n_docs=6, words=80)
+    storage = f"sqlite:///{tmp_path / 'cmp.db'}"
+    html = str(tmp_path / "cmp.html")
+    assert main(_args(str(tiny_model_dir), str(tiny_corpus), storage, html, 4)) == 0
+    # A larger budget resumes the same studies (their first trials are kept as they were).
+    first = _snapshot(storage)
+    assert main(_args(str(tiny_model_dir), str(tiny_corpus), storage, html, 6)) == 0
+    second = _snapshot(storage)
+    assert set(second) == {
+        comparison_study_name("cmp", s, seed) for s in SAMPLERS for seed in (0, 1)
+    }
+    for name, trials in first.items():
+        assert second[name][: len(trials)] == trials
+        finished = [t for t in second[name] if t[1] in (TrialState.COMPLETE, TrialState.PRUNED)]
+        assert len(finished) >= 6
+    # The plain evolution is never seeded with PI/NTK/YaRN; the LongRoPE sampler is.
+    plain = optuna.load_study(study_name="cmp/evolution/seed0", storage=storage)
+    ours = optuna.load_study(study_name="cmp/longrope/seed0", storage=storage)
+    assert not any(t.user_attrs.get("seed") for t in plain.trials)
+    assert {t.user_attrs.get("seed") for t in ours.trials} >= {"pi", "ntk", "yarn"}
+    # Every trial of every sampler stayed in the bounds; evaluated tokens are recorded.
+    for name in second:
+        study = optuna.load_study(study_name=name, storage=storage)
+        for t in study.get_trials(states=(TrialState.COMPLETE,)):
+            lams = [v for k, v in t.params.items() if k.startswith("lambda_")]
+            assert lams and all(1.0 <= v <= 1.25 * 256 / 64 + 1e-9 for v in lams)
+            assert t.user_attrs["evaluated_tokens"] > 0
+    capsys.readouterr()
+
+    # Finished: nothing loads, nothing changes, the same table comes out.
+    def no_model(*args, **kwargs):
+        raise AssertionError("compare on finished studies must not load a model")
+
+    monkeypatch.setattr(longrope_opt.models, "load_model", no_model)
+    html2 = str(tmp_path / "again.html")
+    assert main(_args(str(tiny_model_dir), str(tiny_corpus), storage, html2, 6)) == 0
+    out = capsys.readouterr().out
+    assert _snapshot(storage) == second
+    for sampler in SAMPLERS:
+        assert any(line.startswith(sampler) for line in out.splitlines())
+    assert "skip perplexity (proxy)" in out
+    text = Path(html2).read_text()
+    assert "plotly" in text and "longrope" in text
+
+
+def test_compare_rejects_bad_input(tmp_path, capsys) -> None:
+    storage = f"sqlite:///{tmp_path / 'x.db'}"
+    base = ["compare", "--storage", storage, "--html", str(tmp_path / "x.html")]
+    assert main([*base, "--samplers", "longrope,bogus"]) == 2
+    assert "`samplers` must be names from" in capsys.readouterr().err
+    assert main([*base, "--budget", "0"]) == 2
+    assert "`--budget` must be >= 1, got 0." in capsys.readouterr().err
+
+
+def test_table_counts_cost_to_reach_the_plain_evolution() -> None:
+    # Plain evolution reaches 5.0 after 4 full evaluations; the other sampler reaches it after
+    # 1 complete + 1 pruned-at-half = 1.5 full evaluations, and never in its second seed.
+    plain = SamplerSummary("evolution", [SeedRun(0, [9, 7, 6, 5], [10, 20, 30, 40])])
+    other = SamplerSummary(
+        "longrope",
+        [SeedRun(0, [6, 6, 5], [10, 15, 25], pruned=1), SeedRun(1, [8, 8, 8], [10, 20, 30])],
+    )
+    table = format_table([plain, other], full_tokens=10, budget=4)
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[3:]}
+    assert rows["evolution"][4:6] == ["1/1", "4.0"]
+    assert rows["longrope"][4:6] == ["1/2", ">=2.8"]  # (2.5 + 3.0) / 2, censored
+    assert math.isclose(float(rows["longrope"][1]), 6.5)
+
+
+@pytest.mark.parametrize("name", ["longrope", "evolution", "ngopt", "tpe", "cmaes", "random"])
+def test_every_sampler_is_built_on_the_shared_space(name) -> None:
+    from longrope_opt import RopeSpec
+    from longrope_opt.space import SearchSpace
+    from longrope_opt.studies._compare import make_sampler
+
+    space = SearchSpace(RopeSpec(head_dim=16, base=10000.0, original_length=64), 256)
+    sampler = make_sampler(name, space=space, seed=0, budget=8)
+    study = optuna.create_study(sampler=sampler)
+
+    def objective(trial: optuna.Trial) -> float:
+        scaling = space.suggest(trial)
+        assert all(a <= b for a, b in zip(scaling.factors, scaling.factors[1:]))  # repaired
+        return float(sum(scaling.factors))
+
+    study.optimize(objective, n_trials=8)
+    assert len(study.trials) == 8

@@ -1,0 +1,104 @@
+"""Figure builders on synthetic records, and records read from a real (synthetic-objective) study."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import optuna
+import pytest
+
+from longrope_opt import RopeSpec
+from longrope_opt.rope import METHODS
+from longrope_opt.samplers import LongRoPESampler
+from longrope_opt.space import SearchSpace
+from longrope_opt.studies import build_provenance
+from longrope_opt.studies import open_study
+from longrope_opt.viz import FIGURE_IDS
+from longrope_opt.viz import generation_figure
+from longrope_opt.viz import generation_records
+from longrope_opt.viz import lambda_curve_figure
+from longrope_opt.viz import lambda_records
+from longrope_opt.viz import length_figure
+from longrope_opt.viz import length_records
+from longrope_opt.viz import study_figures
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SPEC = RopeSpec(head_dim=16, base=10000.0, original_length=64)
+
+
+def test_lambda_curve_figure_has_one_trace_per_curve() -> None:
+    records = {
+        "target_length": 256,
+        "curves": {"pi": [4.0] * 8, "best (trial 3)": [1, 2, 3, 4, 5, 6, 7, 8]},
+    }
+    fig = lambda_curve_figure(records)
+    assert [t.name for t in fig.data] == ["pi", "best (trial 3)"]
+    assert list(fig.data[1].y) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert list(fig.data[0].x) == list(range(8))
+    assert "256" in fig.layout.title.text and fig.layout.yaxis.type == "log"
+
+
+def test_generation_figure_and_length_figure() -> None:
+    gens = [
+        {"generation": 0, "trials": 4, "completed": 4, "best": 5.0, "best_so_far": 5.0},
+        {"generation": 1, "trials": 2, "completed": 1, "best": 6.0, "best_so_far": 5.0},
+    ]
+    fig = generation_figure(gens)
+    assert list(fig.data[0].y) == [5.0, 6.0] and list(fig.data[1].y) == [5.0, 5.0]
+    rows = {"none": {8192: 6.0, 16384: math.inf}, "yarn": {16384: 5.2, 8192: 6.0}}
+    records = length_records(rows)
+    assert records[:1] == [{"method": "none", "length": 8192, "ppl": 6.0}]
+    fig = length_figure(records, title="t")
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name["none"].x) == [8192]  # inf is left out, not drawn at the top
+    assert list(by_name["yarn"].x) == [8192, 16384] and list(by_name["yarn"].y) == [6.0, 5.2]
+
+
+def _study(tmp_path, n_trials: int = 10) -> optuna.Study:
+    space = SearchSpace(SPEC, 256)
+    sampler = LongRoPESampler(
+        space=space, population_size=4, num_mutations=2, num_crossovers=2, num_parents=2, seed=0
+    )
+    prov = build_provenance(
+        model="tiny", model_type="llama", original_length=64, target_length=256, corpus="c",
+        corpus_hash="h", doc_ids=["d"], samples=1, seed=0, objective="synthetic",
+    )  # fmt: skip
+    study = open_study(
+        storage=f"sqlite:///{tmp_path / 'v.db'}", study_name="viz-study", sampler=sampler,
+        provenance=prov, spec=SPEC,
+    )  # fmt: skip
+    target = np.linspace(1.0, 5.0, SPEC.n_factors)
+    study.optimize(
+        lambda t: float(np.mean((space.suggest(t).factors - target) ** 2)), n_trials=n_trials
+    )
+    return study
+
+
+def test_records_from_a_longrope_study(tmp_path) -> None:
+    study = _study(tmp_path)
+    gens = generation_records(study)
+    assert [g["generation"] for g in gens] == [0, 1, 2]
+    assert [g["trials"] for g in gens] == [4, 4, 2]  # P = 4, then N1 + N2 = 4 per generation
+    assert gens[-1]["best_so_far"] == pytest.approx(study.best_value)
+    assert all(a["best_so_far"] >= b["best_so_far"] for a, b in zip(gens, gens[1:]))
+    lam = lambda_records(study)
+    best = f"best (trial {study.best_trial.number})"
+    assert set(lam["curves"]) == {"pi", "ntk", "yarn", best}
+    np.testing.assert_allclose(lam["curves"]["yarn"], METHODS["yarn"](SPEC, 256).factors)
+    names = sorted(n for n in study.best_params if n.startswith("lambda_"))
+    assert lam["curves"][best] == [study.best_params[n] for n in names]
+    assert set(study_figures(study)) == set(FIGURE_IDS)
+
+
+def test_attach_figures_stores_them_for_the_dashboard(tmp_path) -> None:
+    pytest.importorskip("optuna_dashboard")
+    from longrope_opt.viz import attach_figures
+
+    study = _study(tmp_path, n_trials=6)
+    assert attach_figures(study) == ["generations", "lambda"]
+    assert attach_figures(study) == ["generations", "lambda"]  # re-attaching replaces
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    ids = {k.split(":")[2] for k in attrs if k.startswith("dashboard:plot_data:")}
+    assert ids == set(FIGURE_IDS.values())  # two figures (stored in pieces), not four
