@@ -82,8 +82,14 @@ class SearchSpace:
                 f"`step` must be 0 or in (0, {self.lambda_high - self.lambda_low}], got {self.step}."
             )
         n_hat = (self.n_hat,) if isinstance(self.n_hat, int) else tuple(self.n_hat)
+        if n_hat == PAPER_N_HAT:  # the default set: keep what fits a short target
+            n_hat = tuple(v for v in n_hat if v < self.target_length)
         if not n_hat or any((not isinstance(v, int)) or v < 0 for v in n_hat):
             raise InvalidArgumentError(f"`n_hat` must be integers >= 0, got {self.n_hat!r}.")
+        if max(n_hat) >= self.target_length:
+            raise InvalidArgumentError(
+                f"`n_hat` must be in [0, target_length = {self.target_length}), got {max(n_hat)}."
+            )
         object.__setattr__(self, "n_hat", tuple(sorted(set(n_hat))))
         if self.attention != "search" and self.attention not in ATTENTION_RULES:
             raise InvalidArgumentError(

@@ -114,3 +114,41 @@ def tiny_model_dir(tmp_path_factory: Any) -> str:
 def tiny_corpus(tmp_path_factory: Any) -> str:
     """Path of a folder of tiny-vocabulary documents (400 tokens each)."""
     return write_tiny_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: Any) -> Any:
+    """A real PostgreSQL database: `$LONGROPE_OPT_TEST_POSTGRES` (set by .ci/run), else a server
+    started here with .ci/postgres.sh (Debian's binaries) and stopped after the session."""
+    import os
+    import socket
+    import subprocess
+    from pathlib import Path
+
+    url = os.environ.get("LONGROPE_OPT_TEST_POSTGRES")
+    if url:
+        yield url
+        return
+    script = Path(__file__).resolve().parents[1] / ".ci" / "postgres.sh"
+    import shutil
+    import tempfile
+
+    # Not under pytest's 0700 tmp dirs: the server runs as the `postgres` user when we are root.
+    folder = Path(tempfile.mkdtemp(prefix="longrope-pg-"))
+    folder.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = subprocess.run(
+        ["bash", str(script), "start", str(folder), str(port)], capture_output=True, text=True
+    )
+    if started.returncode != 0:
+        message = f"no PostgreSQL server for the tests: {started.stderr.strip()[-300:]}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message + " (bash .ci/run installs and starts one)")
+    try:
+        yield started.stdout.strip()
+    finally:
+        subprocess.run(["bash", str(script), "stop", str(folder)], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 from longrope_opt import __version__
@@ -16,6 +17,7 @@ from longrope_opt.cli import _dashboard
 from longrope_opt.cli import _eval
 from longrope_opt.cli import _export
 from longrope_opt.cli import _search
+from longrope_opt.cli import _worker
 from longrope_opt.errors import LongRopeOptError
 
 
@@ -25,6 +27,7 @@ _SUBCOMMANDS = {
     "export": _export,
     "compare": _compare,
     "dashboard": _dashboard,
+    "worker": _worker,
 }
 
 
@@ -48,11 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.run(args) or 0)
-    except LongRopeOptError as exc:
+        with warnings.catch_warnings():
+            # Heartbeats, their retry callback and WilcoxonPruner are experimental in Optuna; we
+            # use them on purpose, so their warnings would only bury our one-line errors.
+            warnings.filterwarnings("ignore", message=r".*experimental")
+            return int(args.run(args) or 0)
+    except (LongRopeOptError, ImportError) as exc:  # ImportError: a missing optional extra
         if args.debug:
             raise
-        print(f"longrope-opt {args.command}: error: {exc}", file=sys.stderr)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"longrope-opt {args.command}: error: {first}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"longrope-opt {args.command}: interrupted", file=sys.stderr)

@@ -59,6 +59,18 @@ def add_storage_flag(parser: Any) -> None:
     )
 
 
+def add_heartbeat_flag(parser: Any) -> None:
+    """--heartbeat-interval: seconds between a running trial's heartbeats (0 turns it off)."""
+    parser.add_argument(
+        "--heartbeat-interval",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="trial heartbeat; a trial silent for 2x this is failed and its candidate retried "
+        "(default 60, 0 = off)",
+    )
+
+
 def int_list(text: str, *, name: str) -> list[int]:
     """'8192,16k,32k' → [8192, 16384, 32768]."""
     values = []

@@ -167,10 +167,13 @@ def run(args: argparse.Namespace) -> int:
                 args.seed,
                 full=args.mode == "sliding",
             )
+        unscaled: tuple[float, str] | None = None  # methods that leave the model as it is
         for method in methods:
             scaling = _scaling_for(method, length, spec, searched)
             start = time.perf_counter()
-            if passkey:
+            if scaling is None and unscaled is not None:
+                value, detail = unscaled  # the same model on the same inputs: not run again
+            elif passkey:
                 res = evaluate_passkey(
                     model, tokenizer, scaling, length, n_trials=args.trials, seed=args.seed,
                     progress=True,
@@ -182,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
                     progress=True,
                 )  # fmt: skip
                 value, detail = result.ppl, f"{result.n_tokens} tokens"
+            if scaling is None:
+                unscaled = (value, detail)
             rows[method][length] = value
             print(
                 f"  {method:<12} {length:>7}  {args.task} {value:9.3f}  "

@@ -7,6 +7,7 @@ import math
 import time
 from typing import Any
 
+from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
@@ -49,6 +50,13 @@ def add_parser(sub: Any) -> None:
     study.add_argument(
         "--objective", default="perplexity", help="objective name (default perplexity)"
     )
+    study.add_argument(
+        "--sampler",
+        default="longrope",
+        help="longrope (default), evolution, ngopt, cma, twopointsde, pso, oneplusone, tpe, "
+        "cmaes or random",
+    )
+    add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
     evo.add_argument("--population-size", type=int, default=64, help="P, generation 0 size (64)")
     evo.add_argument("--num-mutations", type=int, default=16, help="N1 per generation (16)")
@@ -84,38 +92,63 @@ def _space(args: argparse.Namespace, spec: Any) -> Any:
     return SearchSpace(spec, args.target_length, n_hat=n_hat, attention=args.attention)
 
 
+#: The flags a `worker` needs to rebuild the same search (stored in the study's user attrs).
+CONFIG_KEYS = (
+    "model", "corpus", "samples", "seed", "target_length", "objective", "sampler",
+    "population_size", "num_mutations", "num_crossovers", "num_parents", "mutation_prob",
+    "n_hat", "attention",
+)  # fmt: skip
+CONFIG_ATTR = "search_config"
+
+
 def run(args: argparse.Namespace) -> int:
     """Load, open or resume the study, run to the budget, print best vs seeds."""
+    return execute(args, role="search")
+
+
+def execute(args: argparse.Namespace, *, role: str) -> int:
+    """The search loop shared by `search` and `worker` (a worker's args come from the study)."""
     import optuna
 
     from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
     from longrope_opt.objectives import get_objective_factory
-    from longrope_opt.samplers import LongRoPESampler
     from longrope_opt.studies import build_provenance
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import open_study
     from longrope_opt.studies import resolve_storage_url
     from longrope_opt.studies import run_study
+    from longrope_opt.studies._compare import check_sampler_names
+    from longrope_opt.studies._compare import make_sampler
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = resolve_storage_url(args.storage)
     factory = get_objective_factory(args.objective)
+    check_sampler_names([args.sampler])
     if args.samples < 1:
         raise InvalidArgumentError(f"`--samples` must be >= 1, got {args.samples}.")
-    storage = make_storage(url)  # fail on a bad database before the model loads
+    if args.n_trials is not None and args.n_trials < 1:
+        raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {args.n_trials}.")
+    # Fail on a bad database before the model loads.
+    storage = make_storage(url, heartbeat_interval=args.heartbeat_interval or None)
     model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
     spec = RopeSpec.from_config(model.config)
     space = _space(args, spec)  # validates target length > trained length
     samples = load_samples(args.corpus, tokenizer, args.target_length, args.samples, args.seed)
-    sampler = LongRoPESampler(
+    evolution = {
+        "population_size": args.population_size,
+        "num_mutations": args.num_mutations,
+        "num_crossovers": args.num_crossovers,
+        "num_parents": args.num_parents,
+        "mutation_prob": args.mutation_prob,
+    }
+    sampler = make_sampler(
+        args.sampler,
         space=space,
-        population_size=args.population_size,
-        num_mutations=args.num_mutations,
-        num_crossovers=args.num_crossovers,
-        num_parents=args.num_parents,
-        mutation_prob=args.mutation_prob,
         seed=args.seed,
+        budget=args.n_trials or 1000,
+        evolution=evolution,
     )
     name = args.study_name or f"{args.model.replace('/', '_')}-{args.target_length}"
     provenance = build_provenance(
@@ -130,9 +163,17 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         objective=args.objective,
     )
+    config = {key: getattr(args, key) for key in CONFIG_KEYS}
     study = open_study(
-        storage=storage, study_name=name, sampler=sampler, provenance=provenance, spec=spec
+        storage=storage,
+        study_name=name,
+        sampler=sampler,
+        provenance=provenance,
+        spec=spec,
+        config={CONFIG_ATTR: config},
     )
+    if role == "search" and args.n_trials is not None:
+        study.set_user_attr("n_trials", args.n_trials)  # the study's total, for its workers
     objective = factory(model, samples, space=space, progress=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     start = time.perf_counter()

@@ -8,6 +8,7 @@ same seed picks the same documents on every machine with the same source.
 from __future__ import annotations
 
 import hashlib
+import logging
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -74,6 +75,11 @@ def dataset_documents(spec: str, seed: int) -> Iterator[tuple[str, str]]:
         raise DataError("`corpus` names a dataset but `datasets` is not installed.") from exc
     name, _, split = spec.partition("@")
     name, _, config = name.partition(":")
+    # huggingface_hub logs every failed request (retries included) before raising: keep stderr to
+    # the one error line below.
+    hub_logger = logging.getLogger("huggingface_hub")
+    level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
     try:
         ds = datasets.load_dataset(name, config or None, split=split or "test", streaming=True)
         ds = ds.shuffle(seed=seed, buffer_size=64)
@@ -93,6 +99,8 @@ def dataset_documents(spec: str, seed: int) -> Iterator[tuple[str, str]]:
             f"could not read `corpus` dataset {spec!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
             "(no network? use 'builtin' or a local .txt file or folder)."
         ) from exc
+    finally:
+        hub_logger.setLevel(level)
 
 
 def describe_builtin() -> str:

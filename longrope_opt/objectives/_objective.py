@@ -92,18 +92,27 @@ class PerplexityObjective:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after {i + 1} sample(s), ppl {running.ppl:.4g}")
 
-        result = evaluate_perplexity(
-            self.model,
-            self.samples,
-            scaling,
-            mode=self.mode,
-            stride=self.stride,
-            window=self.space.target_length,
-            skip_tokens=self.skip_tokens,
-            skip_chunks=self.skip_chunks,
-            on_sample=report,
-            progress=self.progress,
-        )
+        try:
+            result = evaluate_perplexity(
+                self.model,
+                self.samples,
+                scaling,
+                mode=self.mode,
+                stride=self.stride,
+                window=self.space.target_length,
+                skip_tokens=self.skip_tokens,
+                skip_chunks=self.skip_chunks,
+                on_sample=report,
+                progress=self.progress,
+            )
+        except (torch.OutOfMemoryError, MemoryError) as exc:
+            # This candidate did not fit (the patch is already undone): fail the trial, keep the
+            # study and the worker going; the next trial starts from freed memory.
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            trial.set_user_attr("failure", f"out of memory: {first[:200]}")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return math.nan
         if not math.isfinite(result.ppl):
             trial.set_user_attr("failure", f"non-finite perplexity ({result.ppl})")
             return math.nan  # Optuna fails the trial and the study goes on

@@ -161,8 +161,10 @@ class LongRoPESampler(SpaceSampler):
             return {}
         gen, slot = _state.assign(study, trial, self.generation_capacity)
         rng = np.random.default_rng([self._seed & 0xFFFFFFFF, trial.number])
-        seen = self._existing_keys(study, trial) if self._dedup else set()
-        genome = self._propose(study, gen, slot, rng, seen)
+        if not self._dedup:
+            genome = self._propose(study, gen, slot, rng, set())
+        else:
+            genome = self._propose_unclaimed(study, trial, gen, slot, rng)
         params = self._params_of(genome)
         return {name: value for name, value in params.items() if name in search_space}
 
@@ -212,11 +214,31 @@ class LongRoPESampler(SpaceSampler):
         # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
         return genome._replace(factors=self._space.snap(genome.factors))
 
+    def _propose_unclaimed(
+        self, study: Study, trial: FrozenTrial, gen: int, slot: int, rng: np.random.Generator
+    ) -> Genome:
+        # Workers propose concurrently, and a trial's params are written only after the sampler
+        # returns. So each proposal is claimed first (a system attr of the trial), then the study
+        # is read again: a worker that finds its claim held by another trial proposes again.
+        # Write-then-read means of two simultaneous claims at least one sees the other.
+        seen = self._existing_keys(study, trial)
+        for _ in range(self._max_tries):
+            genome = self._propose(study, gen, slot, rng, seen)
+            claim = _state.claim_key(genome.key())
+            study._storage.set_trial_system_attr(trial._trial_id, _state.CLAIM_KEY, claim)
+            seen = self._existing_keys(study, trial)
+            if genome.key() not in seen:
+                return genome
+        return genome  # max_tries collisions in a row: give up avoiding it (never seen in tests)
+
     def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
         keys = set()
         for t in study._get_trials(deepcopy=False, use_cache=False):
             if t.number == trial.number:
                 continue
+            claim = t.system_attrs.get(_state.CLAIM_KEY)
+            if claim is not None and t.state == TrialState.RUNNING:
+                keys.add(_state.key_of_claim(claim))
             params = (
                 t.params
                 if t.state != TrialState.WAITING

@@ -24,8 +24,7 @@ from optuna.trial import TrialState
 GENERATION_KEY = "LongRoPESampler:generation"
 SLOT_KEY = "LongRoPESampler:slot"
 PARENTS_KEY_PREFIX = "LongRoPESampler:parents:"
-
-_ASSIGNED = (TrialState.RUNNING, TrialState.WAITING, TrialState.COMPLETE, TrialState.PRUNED)
+CLAIM_KEY = "LongRoPESampler:claim"
 
 
 def trial_generation(trial: FrozenTrial) -> int | None:
@@ -48,16 +47,14 @@ def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int,
     gen = trial_generation(trial)
     if gen is not None:
         return gen, int(trial.system_attrs.get(SLOT_KEY, 0))
-    trials = study._get_trials(deepcopy=False, states=_ASSIGNED, use_cache=False)
-    counts: dict[int, int] = {}
-    for t in trials:
-        g = trial_generation(t)
-        if g is not None and t.number != trial.number:
-            counts[g] = counts.get(g, 0) + 1
-    gen = max(counts, default=0)
-    slot = counts.get(gen, 0)
-    if slot >= capacity(gen):
-        gen, slot = gen + 1, 0
+    # From the trial number alone: numbers are unique and handed out atomically by the storage,
+    # so concurrent workers can never overfill a generation (counting assigned trials could: two
+    # workers read the same count). A failed trial keeps its slot; its retry takes a new one.
+    first, per_gen = capacity(0), capacity(1)
+    if trial.number < first:
+        gen, slot = 0, trial.number
+    else:
+        gen, slot = 1 + (trial.number - first) // per_gen, (trial.number - first) % per_gen
     storage, tid = study._storage, trial._trial_id
     storage.set_trial_system_attr(tid, GENERATION_KEY, gen)
     storage.set_trial_system_attr(tid, SLOT_KEY, slot)
@@ -85,3 +82,15 @@ def store_parents(study: optuna.Study, generation: int, numbers: list[int]) -> N
     study._storage.set_study_system_attr(
         study._study_id, f"{PARENTS_KEY_PREFIX}{generation}", numbers
     )
+
+
+def claim_key(key: tuple) -> list:
+    """A genome key as JSON-storable data (trial system attrs must be JSON)."""
+    factors, n_hat, t = key
+    return [list(factors), n_hat, t]
+
+
+def key_of_claim(claim: list) -> tuple:
+    """The inverse of `claim_key`."""
+    factors, n_hat, t = claim
+    return (tuple(factors), int(n_hat), t)

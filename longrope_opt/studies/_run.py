@@ -7,11 +7,13 @@ import dataclasses
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
 import optuna
+from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
@@ -32,12 +34,14 @@ def open_study(
     provenance: dict[str, Any],
     spec: RopeSpec,
     pruner: optuna.pruners.BasePruner | None = None,
+    config: dict[str, Any] | None = None,
 ) -> optuna.Study:
     """Create the study, or load it when it exists (after checking it is the same search).
 
     A new study gets the provenance and the RoPE spec in its user attrs; with a
     `LongRoPESampler`, the PI/NTK/YaRN seeds are enqueued once. Without a `pruner` nothing is
-    pruned (Optuna's default MedianPruner would act on the per-sample reports).
+    pruned (Optuna's default MedianPruner would act on the per-sample reports). `config` (extra
+    user attrs, e.g. what a worker needs to rebuild the search) is stored when the study is new.
     """
     pruner = pruner or optuna.pruners.NopPruner()
     study = optuna.create_study(
@@ -52,11 +56,31 @@ def open_study(
     if stored is None:
         study.set_user_attr("provenance", provenance)
         study.set_user_attr("rope_spec", dataclasses.asdict(spec))
+        for key, value in (config or {}).items():
+            study.set_user_attr(key, value)
     else:
         check_compatible(study_name, stored, provenance)
-    if isinstance(sampler, LongRoPESampler):
+        for key, value in (config or {}).items():
+            _check_same_config(study_name, key, study.user_attrs.get(key), value)
+    if isinstance(sampler, LongRoPESampler):  # (not seeded: enqueues nothing)
         enqueue_seeds(study, sampler)
     return study
+
+
+def _check_same_config(study_name: str, key: str, stored: Any, wanted: Any) -> None:
+    # The space and the sampler define what a trial means: a resumed study must keep them.
+    if stored is None or stored == wanted:
+        return
+    if isinstance(stored, dict) and isinstance(wanted, dict):
+        for k in sorted(set(stored) | set(wanted)):
+            if stored.get(k) != wanted.get(k):
+                raise InvalidArgumentError(
+                    f"study {study_name!r} was created with {k}={stored.get(k)!r}; this run has "
+                    f"{k}={wanted.get(k)!r}. Use another `--study-name` or the same settings."
+                )
+    raise InvalidArgumentError(
+        f"study {study_name!r} was created with {key}={stored!r}; this run has {key}={wanted!r}."
+    )
 
 
 def finished_trials(study: optuna.Study) -> int:
@@ -93,6 +117,31 @@ def _graceful_sigint(study: optuna.Study) -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+class _SurplusTrial(Exception):
+    """Raised inside a trial started after other workers had already reserved the whole budget."""
+
+
+def _counts(study: optuna.Study) -> tuple[int, int]:
+    """(finished, running) trials of the study, read fresh from storage."""
+    trials = study._get_trials(deepcopy=False, use_cache=False)
+    finished = sum(t.state in FINISHED for t in trials)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    return finished, running
+
+
+def _guarded(objective: Callable[[optuna.Trial], float], study: optuna.Study, n_trials: int):
+    # Two workers can pass the budget check at the same moment; the later one's trial finds the
+    # budget taken (finished + other running ≥ total) and fails as surplus without evaluating.
+    def run(trial: optuna.Trial) -> float:
+        finished, running = _counts(study)
+        if finished + running - 1 >= n_trials:
+            trial.set_user_attr("surplus", "the budget was already reserved by other workers")
+            raise _SurplusTrial(f"trial {trial.number}: study budget {n_trials} already reserved")
+        return objective(trial)
+
+    return run
+
+
 def run_study(
     study: optuna.Study,
     objective: Callable[[optuna.Trial], float],
@@ -101,17 +150,25 @@ def run_study(
     timeout: float | None = None,
     show_progress_bar: bool = True,
     graceful_interrupt: bool = False,
+    poll_interval: float = 0.5,
 ) -> int:
     """Run until the study holds `n_trials` finished trials (a total, across runs and workers).
+
+    With a total, trials are started one at a time and only while ``finished + running <
+    n_trials`` (other workers' running trials count as reserved), so several workers stop at
+    exactly `n_trials` finished trials. When the rest of the budget is held by running trials,
+    this worker waits: they finish, or their worker died and the storage's heartbeat fails them
+    (`optuna.storages.fail_stale_trials`) and re-queues their candidate for whoever is left.
 
     Args:
         study: The study.
         objective: The objective.
         n_trials: Total finished (complete or pruned) trials wanted; None runs until `timeout`.
         timeout: Seconds for this call.
-        show_progress_bar: Optuna's bar over trials.
+        show_progress_bar: A bar over the study's finished trials.
         graceful_interrupt: Make the first Ctrl-C finish the running trial and then raise
             `KeyboardInterrupt` (the CLI uses this).
+        poll_interval: Seconds between checks while the budget is held by running trials.
 
     Returns:
         Trials finished by this call.
@@ -119,20 +176,42 @@ def run_study(
     if n_trials is not None and n_trials < 1:
         raise InvalidArgumentError(f"`n_trials` must be >= 1, got {n_trials}.")
     before = finished_trials(study)
-    remaining = None if n_trials is None else max(0, n_trials - before)
-    if remaining == 0:
-        return 0
-    callbacks = [optuna.study.MaxTrialsCallback(n_trials, states=FINISHED)] if n_trials else []
     guard = _graceful_sigint(study) if graceful_interrupt else contextlib.nullcontext([False])
+    if n_trials is None:
+        with guard as interrupted:
+            study.optimize(
+                objective, timeout=timeout, show_progress_bar=show_progress_bar,
+                gc_after_trial=False,
+            )  # fmt: skip
+        if interrupted[0]:
+            raise KeyboardInterrupt
+        return finished_trials(study) - before
+    deadline = None if timeout is None else time.monotonic() + timeout
+    bar = _progress(show_progress_bar, n_trials, before)
+    heartbeat = is_heartbeat_enabled(study._storage)
+    guarded = _guarded(objective, study, n_trials)
     with guard as interrupted:
-        study.optimize(
-            objective,
-            n_trials=remaining,
-            timeout=timeout,
-            callbacks=callbacks,
-            show_progress_bar=show_progress_bar,
-            gc_after_trial=False,
-        )
+        while not interrupted[0] and (deadline is None or time.monotonic() < deadline):
+            if heartbeat:
+                optuna.storages.fail_stale_trials(study)
+            finished, running = _counts(study)
+            bar.update(finished - bar.n)
+            if finished >= n_trials:
+                break
+            if finished + running >= n_trials:
+                if not heartbeat:  # a dead worker's trial would never be failed: do not wait
+                    break
+                time.sleep(poll_interval)  # the rest is reserved by running trials
+                continue
+            study.optimize(guarded, n_trials=1, catch=(_SurplusTrial,), gc_after_trial=False)
+        bar.update(finished_trials(study) - bar.n)
+        bar.close()
     if interrupted[0]:
         raise KeyboardInterrupt
     return finished_trials(study) - before
+
+
+def _progress(show: bool, total: int, initial: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="trials", unit="trial", disable=not show)

@@ -33,12 +33,29 @@ def resolve_storage_url(flag: str | None = None) -> str:
     return url
 
 
+def _with_postgres_driver(url: str) -> str:
+    # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3; our `postgres` extra installs
+    # psycopg2. Pick whichever is installed, and say how to get one when neither is.
+    import importlib.util
+
+    if not url.startswith("postgresql://"):
+        return url
+    if importlib.util.find_spec("psycopg") is not None:
+        return url
+    if importlib.util.find_spec("psycopg2") is not None:
+        return "postgresql+psycopg2://" + url[len("postgresql://") :]
+    raise StorageError(
+        f"`storage` {url!r} needs a PostgreSQL driver: pip install 'longrope-opt[postgres]'."
+    )
+
+
 def make_storage(url: str, *, heartbeat_interval: int | None = None) -> optuna.storages.RDBStorage:
     """An `RDBStorage` for `url`, with a patient SQLite lock and optional trial heartbeat.
 
     With a heartbeat, a trial whose process died is failed after ``2 × interval`` seconds and its
     parameters re-queued once (Optuna's `RetryHeartbeatStaleTrialCallback`).
     """
+    url = _with_postgres_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 60}

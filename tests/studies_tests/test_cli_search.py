@@ -149,7 +149,7 @@ def test_unknown_objective_lists_known_ones(tiny_model_dir, tiny_corpus, tmp_pat
         )
         == 2
     )
-    assert "`objective` must be one of ['perplexity'" in capsys.readouterr().err
+    assert "`objective` must be one of ['passkey', 'perplexity'" in capsys.readouterr().err
 
 
 def test_plugin_objective_from_installed_package_runs_by_name(

@@ -1,0 +1,107 @@
+"""`longrope-opt worker`: join an existing search study and evaluate trials until its budget is spent."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from longrope_opt.cli._common import add_heartbeat_flag
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
+from longrope_opt.errors import InvalidArgumentError
+
+
+EXAMPLES = """examples:
+  # start the study once (it records its model, corpus, space, sampler and total budget) ...
+  longrope-opt search --storage postgresql://user@db-host/longrope --study-name big --n-trials 500 --timeout 1
+  # ... then on every machine, as many as you like; each stops when the study has 500 trials
+  longrope-opt worker --storage postgresql://user@db-host/longrope --study-name big
+  # a worker that dies mid-trial: after 2 heartbeats of silence its trial is failed and re-queued
+  longrope-opt worker --storage postgresql://user@db-host/longrope --study-name big --heartbeat-interval 30
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    parser = add_subcommand(
+        sub,
+        "worker",
+        summary="join a search study and evaluate trials until its total budget is spent",
+        description="Rebuild the search a study was created with (model, corpus, space, sampler "
+        "and objective are read from the study) and evaluate trials until the study holds its "
+        "total number of finished trials. Any number of workers may share one study; use "
+        "PostgreSQL for more than one.",
+        examples=EXAMPLES,
+    )
+    add_storage_flag(parser)
+    parser.add_argument("--study-name", required=True, help="an existing search study")
+    parser.add_argument(
+        "--n-trials", type=int, default=None, help="the study's total (default: as stored)"
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="stop after SECONDS")
+    add_heartbeat_flag(parser)
+    machine = parser.add_argument_group("this machine")
+    machine.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
+    machine.add_argument(
+        "--fuse", action=argparse.BooleanOptionalAction, default=True, help="(default on)"
+    )
+    parser.set_defaults(run=run)
+
+
+def _warn_if_sqlite_is_shared(url: str, study: Any) -> None:
+    from optuna.trial import TrialState
+
+    if not url.startswith("sqlite"):
+        return
+    if study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        print(
+            "warning: another worker is running trials on this SQLite file; SQLite serialises "
+            "every write and cannot lock rows, so several workers contend and may time out. "
+            "Use PostgreSQL for more than one worker: --storage postgresql://user@host/db",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the study's search config, then run the search loop as a worker."""
+    import optuna
+
+    from longrope_opt.cli._search import CONFIG_ATTR
+    from longrope_opt.cli._search import execute
+    from longrope_opt.studies import make_storage
+    from longrope_opt.studies import resolve_storage_url
+
+    url = resolve_storage_url(args.storage)
+    storage = make_storage(url)
+    try:
+        study = optuna.load_study(study_name=args.study_name, storage=storage)
+    except KeyError:
+        raise InvalidArgumentError(
+            f"`--study-name` {args.study_name!r} not found in {url}; create it with "
+            "`longrope-opt search` first."
+        ) from None
+    config = study.user_attrs.get(CONFIG_ATTR)
+    if config is None:
+        raise InvalidArgumentError(
+            f"study {args.study_name!r} was not created by `longrope-opt search` (no "
+            f"{CONFIG_ATTR!r} user attr), so a worker cannot rebuild its objective."
+        )
+    n_trials = args.n_trials if args.n_trials is not None else study.user_attrs.get("n_trials")
+    if n_trials is None and args.timeout is None:
+        raise InvalidArgumentError(
+            f"study {args.study_name!r} has no stored total; give `--n-trials` or `--timeout`."
+        )
+    _warn_if_sqlite_is_shared(url, study)
+    ns = argparse.Namespace(
+        **config,
+        storage=url,
+        study_name=args.study_name,
+        n_trials=n_trials,
+        timeout=args.timeout,
+        heartbeat_interval=args.heartbeat_interval,
+        dtype=args.dtype,
+        fuse=args.fuse,
+    )
+    return execute(ns, role="worker")

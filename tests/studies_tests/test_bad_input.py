@@ -1,0 +1,166 @@
+"""Every bad input: one line on stderr, exit code 2, no traceback, and the study exactly as it was.
+
+One study is created first; each case then runs a command against the same storage and checks
+the message, the exit code and a snapshot of every trial (number, state, params, value).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import optuna
+import pytest
+import torch
+
+from longrope_opt.cli import main
+from tests.conftest import build_tiny_model
+from tests.conftest import save_tiny_model_dir
+from tests.conftest import write_tiny_corpus
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+FACTORS_OK = [1.0, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    tiny_model_dir = save_tiny_model_dir(root / "model")
+    tiny_corpus = write_tiny_corpus(root / "corpus")
+    storage = f"sqlite:///{root / 's.db'}"
+    gpt2 = root / "gpt2"
+    from transformers import GPT2Config
+    from transformers import GPT2LMHeadModel
+
+    GPT2LMHeadModel(
+        GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=128, n_positions=512)
+    ).save_pretrained(gpt2)
+    other = save_tiny_model_dir(root / "other", seed=1)
+    base = [
+        "--corpus", str(tiny_corpus), "--samples", "2", "--dtype", "float32", "--no-fuse",
+        "--storage", storage, "--study-name", "t",
+    ]  # fmt: skip
+    evo = ["--population-size", "4", "--num-mutations", "2", "--num-crossovers", "2",
+           "--num-parents", "2"]  # fmt: skip
+    ok = ["search", "--model", str(tiny_model_dir), *base, "--target-length", "256", *evo]
+    assert main([*ok, "--n-trials", "4"]) == 0
+    files = {}
+    for name, content in {
+        "short": {"factors": [1.0, 2.0, 3.0]},
+        "nonmono": {"factors": [1.0, 2.0, 1.5, 3.0, 3.0, 3.0, 3.0, 3.0]},
+        "negative": {"factors": [1.0, -2.0, *FACTORS_OK[2:]]},
+        "nan": {"factors": [1.0, math.nan, *FACTORS_OK[2:]]},
+        "nhat": {"factors": FACTORS_OK, "n_hat": -3},
+    }.items():
+        path = root / f"{name}.json"
+        path.write_text(json.dumps(content))  # json writes NaN as a bare NaN token
+        files[name] = str(path)
+    return {"ok": ok, "storage": storage, "gpt2": str(gpt2), "other": other, "files": files,
+            "model": str(tiny_model_dir), "corpus": str(tiny_corpus), "evo": evo}  # fmt: skip
+
+
+def _snapshot(storage: str) -> list[tuple]:
+    study = optuna.load_study(study_name="t", storage=storage)
+    return [(t.number, t.state, t.params, t.values) for t in study.get_trials()]
+
+
+def _case(env, name: str) -> list[str]:
+    ok, f = env["ok"], env["files"]
+    evaluate = ["eval", "--model", env["model"], "--corpus", env["corpus"], "--samples", "1",
+                "--dtype", "float32", "--no-fuse", "--lengths", "128", "--methods", "none"]  # fmt: skip
+    swap = {
+        "non-rope model": ("--model", env["gpt2"]),
+        "target <= trained": ("--target-length", "64"),
+        "samples shorter than target": ("--target-length", "4096"),
+        "unknown corpus path": ("--corpus", "/no/such/folder"),
+        "unknown corpus dataset": ("--corpus", "no_such_dataset_xyz"),
+        "malformed storage url": ("--storage", "not-a-url"),
+        "unreachable database": ("--storage", "postgresql://u@127.0.0.1:1/nodb"),
+        "other target length": ("--target-length", "320"),
+        "other model": ("--model", env["other"]),
+    }
+    if name in swap:
+        flag, value = swap[name]
+        args = list(ok)
+        args[args.index(flag) + 1] = value
+        return [*args, "--n-trials", "8"]
+    return {
+        "unknown objective": [*ok, "--n-trials", "8", "--objective", "nope"],
+        "unknown sampler": [*ok, "--n-trials", "8", "--sampler", "nope"],
+        "n_hat outside its set": [*ok, "--n-trials", "8", "--n-hat", "256"],
+        "other n_hat setting": [*ok, "--n-trials", "8", "--n-hat", "4"],
+        "factors wrong length": [*evaluate, "--factors", f["short"]],
+        "factors non-monotone": [*evaluate, "--factors", f["nonmono"]],
+        "factors negative": [*evaluate, "--factors", f["negative"]],
+        "factors NaN": [*evaluate, "--factors", f["nan"]],
+        "factors n_hat negative": [*evaluate, "--factors", f["nhat"]],
+        "worker unknown study": ["worker", "--storage", env["storage"], "--study-name", "nope"],
+    }[name]
+
+
+CASES = {
+    "non-rope model": "`model` of type 'gpt2' has no rotary position embedding",
+    "target <= trained": "`target_length` must be an integer > the trained length 64, got 64",
+    "samples shorter than target": "has 0 document(s) of >= 4096 tokens, need k=2",
+    "unknown corpus path": "`corpus` path '/no/such/folder' does not exist",
+    "unknown corpus dataset": "could not read `corpus` dataset 'no_such_dataset_xyz'",
+    "unknown objective": "`objective` must be one of ['passkey', 'perplexity'], got 'nope'",
+    "unknown sampler": "must be names from ['longrope', 'evolution'",
+    "malformed storage url": "`storage` must be a database URL",
+    "unreachable database": "cannot open `storage`",
+    "other target length": "was created with target_length=256; this run has target_length=320",
+    "other model": "was created with model=",
+    "n_hat outside its set": "`n_hat` must be in [0, target_length = 256), got 256",
+    "other n_hat setting": "was created with n_hat='search'; this run has n_hat='4'",
+    "factors wrong length": "`factors` must have length rotary_dim // 2 = 8",
+    "factors non-monotone": "must be non-decreasing; first violation at index 2",
+    "factors negative": "`factors` must be finite and > 0; got -2.0 at index 1",
+    "factors NaN": "`factors` must be finite and > 0; got nan at index 1",
+    "factors n_hat negative": "`n_hat` must be an integer >= 0",
+    "worker unknown study": "`--study-name` 'nope' not found",
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_one_line_exit_2_study_unchanged(env, name: str, capfd) -> None:
+    before = _snapshot(env["storage"])
+    capfd.readouterr()
+    assert main(_case(env, name)) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    # Loading progress lines are allowed; the error itself is one line and there is no traceback.
+    errors = [line for line in err if "error:" in line]
+    assert len(errors) == 1, err
+    assert CASES[name] in errors[0]
+    assert not any("Traceback" in line for line in err)
+    assert _snapshot(env["storage"]) == before
+
+
+def test_out_of_memory_fails_the_trial_and_the_search_goes_on(tmp_path, monkeypatch) -> None:
+    from longrope_opt import RopeSpec
+    from longrope_opt.objectives import PerplexityObjective
+    from longrope_opt.objectives import _objective
+    from longrope_opt.space import SearchSpace
+
+    model = build_tiny_model("llama")
+    space = SearchSpace(RopeSpec.from_config(model.config), 128)
+    samples = [torch.randint(3, 128, (128,), generator=torch.Generator().manual_seed(0))]
+    real = _objective.evaluate_perplexity
+
+    def sometimes_oom(*args, **kwargs):  # the 2nd evaluation runs out of memory
+        sometimes_oom.calls += 1
+        if sometimes_oom.calls == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(*args, **kwargs)
+
+    sometimes_oom.calls = 0
+    monkeypatch.setattr(_objective, "evaluate_perplexity", sometimes_oom)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'oom.db'}")
+    study.optimize(PerplexityObjective(model, samples, space=space), n_trials=4)
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 1
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 3
+    failed = study.trials[1]
+    assert failed.user_attrs["failure"].startswith("out of memory: CUDA out of memory")
+    # the patch was undone: the model evaluates as before
+    assert study.trials[2].value is not None and math.isfinite(study.trials[2].value)

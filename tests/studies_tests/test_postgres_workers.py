@@ -1,0 +1,112 @@
+"""Many workers on one study in a real PostgreSQL server; SIGKILLed workers; exact budgets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from longrope_opt.cli import main
+from longrope_opt.samplers._state import GENERATION_KEY
+from longrope_opt.samplers._state import PARENTS_KEY_PREFIX
+from tests.studies_tests.test_processes import _candidate
+from tests.studies_tests.test_processes import _start
+
+
+pytestmark = pytest.mark.postgres
+ROOT = Path(__file__).resolve().parents[2]
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+P, N1, N2, K = 8, 4, 4, 4
+
+
+def _worker_cmd(url: str, name: str) -> list[str]:
+    return [
+        sys.executable, "-m", "longrope_opt.cli", "worker", "--storage", url, "--study-name",
+        name, "--dtype", "float32", "--no-fuse", "--heartbeat-interval", "2",
+    ]  # fmt: skip
+
+
+def test_four_workers_share_one_budget_exactly(tiny_model_dir, tiny_corpus, postgres_url) -> None:
+    name, total = f"four-{os.getpid()}", 200
+    # `search` creates the study (config, seeds, total) without running a trial (timeout 0).
+    assert main([
+        "search", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--target-length", "256",
+        "--samples", "2", "--storage", postgres_url, "--study-name", name, "--n-trials",
+        str(total), "--timeout", "0", "--population-size", str(P), "--num-mutations", str(N1),
+        "--num-crossovers", str(N2), "--num-parents", str(K), "--dtype", "float32", "--no-fuse",
+    ]) == 0  # fmt: skip
+    start = time.perf_counter()
+    workers = [
+        subprocess.Popen(_worker_cmd(postgres_url, name), cwd=ROOT, stdout=subprocess.DEVNULL)
+        for _ in range(4)
+    ]
+    assert [w.wait(timeout=900) for w in workers] == [0, 0, 0, 0]
+    print(f"4 workers: {total} trials in {time.perf_counter() - start:.1f} s")
+
+    study = optuna.load_study(study_name=name, storage=postgres_url)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    assert len(complete) == total
+    candidates = [_candidate(t) for t in complete]
+    assert len(set(candidates)) == total  # no candidate evaluated twice
+    assert sum(t.user_attrs.get("seed") is not None for t in complete) == 3
+    # Generation bookkeeping: every trial tagged; no generation over its capacity; the parents
+    # of generation g are complete trials of g - 1 or parents of g - 1, at most K of them.
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    by_gen: dict[int, list] = {}
+    for t in study.get_trials(deepcopy=False):
+        by_gen.setdefault(t.system_attrs[GENERATION_KEY], []).append(t)
+    assert sorted(by_gen) == list(range(len(by_gen)))
+    for g, trials in by_gen.items():
+        assert len(trials) <= (P if g == 0 else N1 + N2)
+        if g == 0:
+            continue
+        parents = attrs[f"{PARENTS_KEY_PREFIX}{g}"]
+        pool = {t.number for t in by_gen[g - 1] if t.state == TrialState.COMPLETE}
+        pool |= set(attrs.get(f"{PARENTS_KEY_PREFIX}{g - 1}", []))
+        assert 0 < len(parents) <= K and set(parents) <= pool
+
+
+def test_sigkill_a_worker_three_times(postgres_url) -> None:
+    name, total = f"kill3-{os.getpid()}", 40
+    killed = []
+    hang_from = 6
+    for _ in range(3):
+        worker = _start(postgres_url, name, total, seed=2, sleep=0.02, hang_from=hang_from)
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            time.sleep(0.2)
+            try:
+                study = optuna.load_study(study_name=name, storage=postgres_url)
+            except KeyError:
+                continue
+            running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if any(t.number >= hang_from and "pid" in t.user_attrs for t in running):
+                break
+        worker.send_signal(signal.SIGKILL)  # mid-evaluation: the trial hangs after suggesting
+        worker.wait()
+        study = optuna.load_study(study_name=name, storage=postgres_url)
+        before = {t.number: t.value for t in study.get_trials(states=(TrialState.COMPLETE,))}
+        now_running = [t.number for t in study.get_trials(states=(TrialState.RUNNING,))]
+        assert len(now_running) == 1
+        killed.append(now_running[0])
+        hang_from = max(study.trials[-1].number + 1, len(before) + 4)
+        time.sleep(4.5)  # past the grace period (2 heartbeats of 2 s)
+    assert _start(postgres_url, name, total, seed=2, sleep=0.01).wait(timeout=300) == 0
+
+    study = optuna.load_study(study_name=name, storage=postgres_url)
+    after = {t.number: t.value for t in study.get_trials(states=(TrialState.COMPLETE,))}
+    assert all(after[n] == v for n, v in before.items())  # nothing completed was lost
+    assert len(after) == total  # the exact total
+    for number in killed:
+        stale = study.trials[number]
+        assert stale.state == TrialState.FAIL
+        retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == number]
+        assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+        assert retried[0].params == stale.params
