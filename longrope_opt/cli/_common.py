@@ -59,6 +59,26 @@ def add_storage_flag(parser: Any) -> None:
     )
 
 
+def add_evolution_flags(group: Any, *, p: int, n1: int, n2: int, k: int) -> None:
+    """--population-size, --num-mutations, --num-crossovers, --num-parents, --mutation-prob."""
+    group.add_argument("--population-size", type=int, default=p, help=f"P, generation 0 ({p})")
+    group.add_argument("--num-mutations", type=int, default=n1, help=f"N1 per generation ({n1})")
+    group.add_argument("--num-crossovers", type=int, default=n2, help=f"N2 per generation ({n2})")
+    group.add_argument("--num-parents", type=int, default=k, help=f"top-k kept ({k})")
+    group.add_argument("--mutation-prob", type=float, default=0.3, help="p (0.3)")
+
+
+def evolution_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The `LongRoPESampler` keyword arguments those flags hold."""
+    return {
+        "population_size": args.population_size,
+        "num_mutations": args.num_mutations,
+        "num_crossovers": args.num_crossovers,
+        "num_parents": args.num_parents,
+        "mutation_prob": args.mutation_prob,
+    }
+
+
 def add_heartbeat_flag(parser: Any) -> None:
     """--heartbeat-interval: seconds between a running trial's heartbeats (0 turns it off)."""
     parser.add_argument(

@@ -6,9 +6,11 @@ import argparse
 import time
 from typing import Any
 
+from longrope_opt.cli._common import add_evolution_flags
 from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import evolution_kwargs
 from longrope_opt.errors import InvalidArgumentError
 
 
@@ -62,10 +64,7 @@ def add_parser(sub: Any) -> None:
     cmp.add_argument("--html", default="compare.html", help="plot file (default compare.html)")
     add_storage_flag(cmp)
     evo = parser.add_argument_group("both evolutions (sized for the budget)")
-    evo.add_argument("--population-size", type=int, default=16, help="P (16)")
-    evo.add_argument("--num-mutations", type=int, default=8, help="N1 (8)")
-    evo.add_argument("--num-crossovers", type=int, default=8, help="N2 (8)")
-    evo.add_argument("--num-parents", type=int, default=8, help="top-k (8)")
+    add_evolution_flags(evo, p=16, n1=8, n2=8, k=8)
     parser.set_defaults(run=run)
 
 
@@ -152,11 +151,11 @@ def _run_pending(args: argparse.Namespace, storage: Any, prefix: str, pending: l
     from longrope_opt.models import load_model
     from longrope_opt.objectives import PerplexityObjective
     from longrope_opt.space import SearchSpace
-    from longrope_opt.studies import build_provenance
     from longrope_opt.studies import open_study
     from longrope_opt.studies import run_study
     from longrope_opt.studies._compare import make_pruner
     from longrope_opt.studies._compare import make_sampler
+    from longrope_opt.studies._provenance import provenance_of
 
     for sampler, _, _ in pending:  # fail on a missing extra before the model loads
         make_pruner(args.pruner, sampler)
@@ -174,25 +173,17 @@ def _run_pending(args: argparse.Namespace, storage: Any, prefix: str, pending: l
         skip_chunks=args.skip_chunks,
         report="sample",
     )
-    provenance = build_provenance(
-        model=args.model,
-        model_type=model.config.model_type,
-        original_length=spec.original_length,
+    provenance = provenance_of(
+        model_name=args.model,
+        model=model,
+        spec=spec,
         target_length=args.target_length,
-        corpus=samples.source,
-        corpus_hash=samples.corpus_hash,
-        doc_ids=samples.doc_ids,
-        samples=len(samples),
+        samples=samples,
         seed=args.seed,
         objective=f"perplexity-{args.mode}"
         + (f"-{args.skip_tokens}x{args.skip_chunks}" if args.mode == "skip" else ""),
     )
-    evolution = {
-        "population_size": args.population_size,
-        "num_mutations": args.num_mutations,
-        "num_crossovers": args.num_crossovers,
-        "num_parents": args.num_parents,
-    }
+    evolution = evolution_kwargs(args)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for i, (name, seed, study_name) in enumerate(pending):
         sampler = make_sampler(

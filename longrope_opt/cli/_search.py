@@ -7,10 +7,12 @@ import math
 import time
 from typing import Any
 
+from longrope_opt.cli._common import add_evolution_flags
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import evolution_kwargs
 from longrope_opt.errors import InvalidArgumentError
 
 
@@ -58,11 +60,7 @@ def add_parser(sub: Any) -> None:
     )
     add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
-    evo.add_argument("--population-size", type=int, default=64, help="P, generation 0 size (64)")
-    evo.add_argument("--num-mutations", type=int, default=16, help="N1 per generation (16)")
-    evo.add_argument("--num-crossovers", type=int, default=16, help="N2 per generation (16)")
-    evo.add_argument("--num-parents", type=int, default=32, help="top-k kept (32)")
-    evo.add_argument("--mutation-prob", type=float, default=0.3, help="p (0.3)")
+    add_evolution_flags(evo, p=64, n1=16, n2=16, k=32)
     evo.add_argument(
         "--n-hat",
         default="search",
@@ -114,13 +112,13 @@ def execute(args: argparse.Namespace, *, role: str) -> int:
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
     from longrope_opt.objectives import get_objective_factory
-    from longrope_opt.studies import build_provenance
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import open_study
     from longrope_opt.studies import resolve_storage_url
     from longrope_opt.studies import run_study
     from longrope_opt.studies._compare import check_sampler_names
     from longrope_opt.studies._compare import make_sampler
+    from longrope_opt.studies._provenance import provenance_of
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = resolve_storage_url(args.storage)
@@ -136,13 +134,7 @@ def execute(args: argparse.Namespace, *, role: str) -> int:
     spec = RopeSpec.from_config(model.config)
     space = _space(args, spec)  # validates target length > trained length
     samples = load_samples(args.corpus, tokenizer, args.target_length, args.samples, args.seed)
-    evolution = {
-        "population_size": args.population_size,
-        "num_mutations": args.num_mutations,
-        "num_crossovers": args.num_crossovers,
-        "num_parents": args.num_parents,
-        "mutation_prob": args.mutation_prob,
-    }
+    evolution = evolution_kwargs(args)
     sampler = make_sampler(
         args.sampler,
         space=space,
@@ -151,15 +143,12 @@ def execute(args: argparse.Namespace, *, role: str) -> int:
         evolution=evolution,
     )
     name = args.study_name or f"{args.model.replace('/', '_')}-{args.target_length}"
-    provenance = build_provenance(
-        model=args.model,
-        model_type=model.config.model_type,
-        original_length=spec.original_length,
+    provenance = provenance_of(
+        model_name=args.model,
+        model=model,
+        spec=spec,
         target_length=args.target_length,
-        corpus=samples.source,
-        corpus_hash=samples.corpus_hash,
-        doc_ids=samples.doc_ids,
-        samples=len(samples),
+        samples=samples,
         seed=args.seed,
         objective=args.objective,
     )

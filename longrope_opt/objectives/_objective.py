@@ -12,10 +12,26 @@ import torch
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
+from longrope_opt.rope import RopeScaling
 from longrope_opt.space import SearchSpace
 
 
 REPORTS = ("running", "sample")
+
+
+def suggest_scaling(trial: optuna.Trial, space: SearchSpace) -> RopeScaling:
+    """The trial's `RopeScaling`, with what was applied recorded in its user attrs.
+
+    n̂ and t go to user attrs even when the space fixes them (export reads them), and a proposal
+    the space had to repair (a baseline's non-monotone λ, evaluated sorted) is marked `repaired`.
+    """
+    scaling = space.suggest(trial)
+    trial.set_user_attr("n_hat", scaling.n_hat)
+    trial.set_user_attr("attention_scale", scaling.attention_scale)
+    raw = [trial.params[n] for n in space.names if n in trial.params]
+    if any(b < a for a, b in zip(raw, raw[1:])):
+        trial.set_user_attr("repaired", space.repair)
+    return scaling
 
 
 class PerplexityObjective:
@@ -74,13 +90,7 @@ class PerplexityObjective:
         self.progress = progress
 
     def __call__(self, trial: optuna.Trial) -> float:
-        scaling = self.space.suggest(trial)
-        # What was actually applied, including values the space fixes (export reads these).
-        trial.set_user_attr("n_hat", scaling.n_hat)
-        trial.set_user_attr("attention_scale", scaling.attention_scale)
-        raw = [trial.params[n] for n in self.space.names if n in trial.params]
-        if any(b < a for a, b in zip(raw, raw[1:])):
-            trial.set_user_attr("repaired", self.space.repair)  # evaluated as the space repairs it
+        scaling = suggest_scaling(trial, self.space)
 
         def report(i: int, running: PerplexityResult) -> None:
             _record(trial, running)

@@ -260,9 +260,9 @@ class PasskeyObjective:
         self.progress = progress
 
     def __call__(self, trial: optuna.Trial) -> float:
-        scaling = self.space.suggest(trial)
-        trial.set_user_attr("n_hat", scaling.n_hat)
-        trial.set_user_attr("attention_scale", scaling.attention_scale)
+        from longrope_opt.objectives._objective import suggest_scaling
+
+        scaling = suggest_scaling(trial, self.space)
         values, accuracies = [], []
         for step, length in enumerate(self.lengths):
             result = evaluate_passkey(

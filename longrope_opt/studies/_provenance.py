@@ -63,3 +63,22 @@ def check_compatible(study_name: str, stored: dict[str, Any], wanted: dict[str, 
                 f"study {study_name!r} was created with {key}={stored[key]!r}; this run has "
                 f"{key}={wanted.get(key)!r}. Use another `--study-name` or the same settings."
             )
+
+
+def provenance_of(
+    *, model_name: str, model: Any, spec: Any, target_length: int, samples: Any, seed: int,
+    objective: str,
+) -> dict[str, Any]:  # fmt: skip
+    """`build_provenance` from a loaded model, its `RopeSpec` and `load_samples` output."""
+    return build_provenance(
+        model=model_name,
+        model_type=model.config.model_type,
+        original_length=spec.original_length,
+        target_length=target_length,
+        corpus=samples.source,
+        corpus_hash=samples.corpus_hash,
+        doc_ids=samples.doc_ids,
+        samples=len(samples),
+        seed=seed,
+        objective=objective,
+    )

@@ -112,3 +112,17 @@ def test_two_processes_cooperate_without_duplicates(tmp_path) -> None:
     assert sum(t.user_attrs.get("seed") is not None for t in complete) == 3  # seeds ran once each
     for t in complete:
         assert np.all(np.diff([t.params[n] for n in SPACE.names]) >= 0)
+
+
+def test_worker_on_sqlite_warns_when_another_worker_is_running(tmp_path, capsys) -> None:
+    from longrope_opt.cli._worker import _warn_if_sqlite_is_shared
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    study = optuna.create_study(study_name="w", storage=url)
+    _warn_if_sqlite_is_shared(url, study)
+    assert capsys.readouterr().err == ""  # alone: nothing to say
+    study.ask()  # another worker's trial, still running
+    _warn_if_sqlite_is_shared(url, study)
+    err = capsys.readouterr().err
+    assert "another worker is running trials on this SQLite file" in err
+    assert "postgresql://" in err
