@@ -70,8 +70,10 @@ def main() -> None:
         ppl = evaluate_perplexity(model, samples, scaling).ppl
         out.append((label, proxy, ppl, scaling.n_hat))
         print(f"  {label:<12} {ppl:8.4f}  ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
-    print(f"\nbest candidate of each sampler (over its seeds) at {target} tokens, truncate, "
-          f"{args.samples} builtin document(s), seed {args.seed}")
+    print(
+        f"\nbest candidate of each sampler (over its seeds) at {target} tokens, truncate, "
+        f"{args.samples} builtin document(s), seed {args.seed}"
+    )
     print(f"{'candidate':<12} {'proxy best':>11} {'ppl 16k':>9} {'n_hat':>6}")
     for label, proxy, ppl, n_hat in sorted(out, key=lambda r: r[2]):
         print(f"{label:<12} {proxy:>11.4f} {ppl:>9.4f} {n_hat:>6}")

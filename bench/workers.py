@@ -68,7 +68,9 @@ def main() -> None:
             procs = [
                 subprocess.Popen(
                     [*cli, "worker", "--storage", url, "--study-name", name, *common],
-                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    cwd=ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                     env={**os.environ, "OMP_NUM_THREADS": str(max(1, 2 // n))},
                 )  # fmt: skip
                 for _ in range(n)
@@ -81,9 +83,13 @@ def main() -> None:
     finally:
         subprocess.run(["bash", str(ROOT / ".ci/postgres.sh"), "stop", str(pg)], check=False)
     base = rows[0][1] / rows[0][2]
-    print(f"tiny Llama, perplexity of 2 x {args.length} tokens per trial, PostgreSQL, "
-          f"{os.cpu_count()} CPU cores; wall time includes process start-up")
-    print(f"{'workers':>8} {'complete':>9} {'seconds':>8} {'trials/s':>9} {'ratio':>6}  exit codes")
+    print(
+        f"tiny Llama, perplexity of 2 x {args.length} tokens per trial, PostgreSQL, "
+        f"{os.cpu_count()} CPU cores; wall time includes process start-up"
+    )
+    print(
+        f"{'workers':>8} {'complete':>9} {'seconds':>8} {'trials/s':>9} {'ratio':>6}  exit codes"
+    )
     for n, complete, seconds, codes in rows:
         rate = complete / seconds
         print(f"{n:>8} {complete:>9} {seconds:>8.1f} {rate:>9.2f} {rate / base:>6.2f}  {codes}")
