@@ -145,3 +145,7 @@ def test_every_sampler_is_built_on_the_shared_space(name) -> None:
 
     study.optimize(objective, n_trials=8)
     assert len(study.trials) == 8
+    for t in study.trials:  # every proposal inside the box, n_hat from its set
+        lams = [t.params[n] for n in space.names]
+        assert all(space.lambda_low <= v <= space.lambda_high for v in lams)
+        assert t.params.get("n_hat", space.n_hat[0]) in space.n_hat
