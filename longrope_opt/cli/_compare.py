@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             print("\ninterrupted: every study is consistent; rerun the same command to resume.")
             return 130
     summaries, missing = read_comparison(storage, prefix, samplers, seeds, args.budget)
-    full = full_eval_tokens(storage, prefix, summaries)
+    full = full_eval_tokens(summaries)
     label = _objective_label(args)
     print(
         f"\ncomparison '{prefix}' in {url}: {len(samplers)} samplers x {len(seeds)} seeds x "

@@ -34,6 +34,7 @@ class SeedRun:
     pruned: int = 0
     failed: int = 0
     seconds: float = 0.0
+    full_tokens: int = 0  # tokens of the largest complete evaluation in the study
 
     @property
     def final_best(self) -> float:
@@ -63,6 +64,11 @@ def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
     run = SeedRun(seed=seed)
     best, spent = math.inf, 0
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    run.full_tokens = max(
+        (int(t.user_attrs.get("evaluated_tokens", 0)) for t in trials
+         if t.state == TrialState.COMPLETE),
+        default=0,
+    )  # fmt: skip
     for t in trials:
         if len(run.best) >= budget:
             break
@@ -102,18 +108,9 @@ def read_comparison(
     return summaries, missing
 
 
-def full_eval_tokens(storage: Any, prefix: str, summaries: list[SamplerSummary]) -> int:
+def full_eval_tokens(summaries: list[SamplerSummary]) -> int:
     """Tokens of one complete evaluation (the largest any complete trial used)."""
-    most = 0
-    for summary in summaries:
-        for run in summary.runs:
-            study = optuna.load_study(
-                study_name=comparison_study_name(prefix, summary.sampler, run.seed),
-                storage=storage,
-            )
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-                most = max(most, int(t.user_attrs.get("evaluated_tokens", 0)))
-    return most
+    return max((run.full_tokens for s in summaries for run in s.runs), default=0)
 
 
 def _mean_sd(values: list[float]) -> str:
