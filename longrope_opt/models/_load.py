@@ -65,7 +65,8 @@ def load_model(
             long forwards on CPU after a one-off compile per sequence length (tens of seconds).
 
     Returns:
-        ``(model, tokenizer)``.
+        ``(model, tokenizer)``. A directory written by `export_model` whose RoPE transformers
+        cannot express (n̂ > 0) comes back with that exact RoPE installed.
 
     Raises:
         ModelLoadError: Missing file/directory, or the hub is needed and unreachable.
@@ -78,8 +79,11 @@ def load_model(
     from transformers import AutoModelForCausalLM
     from transformers import AutoTokenizer
 
+    from longrope_opt.models._export import needs_loader
+    from longrope_opt.models._export import read_export
     from longrope_opt.patching import find_rotary_modules
     from longrope_opt.patching import fuse_elementwise
+    from longrope_opt.patching import install_rope_scaling
 
     if attn == "flash_attention_2" and not _flash_attention_usable(device):
         print(
@@ -108,6 +112,14 @@ def load_model(
             raise UnsupportedModelError(f"`model` {name_or_path!r}: {exc}") from exc
         raise
     find_rotary_modules(model)  # fail now, with the model type, if there is no RoPE
+    exported = read_export(model.config)
+    if exported is not None and needs_loader(exported):
+        # An export with n̂ > 0: transformers built the RoPE without it; install the exact one.
+        install_rope_scaling(model, exported)
+        print(
+            f"[longrope-opt] installed the exported RoPE (n_hat {exported.n_hat}) on {name_or_path}",
+            file=sys.stderr,
+        )
     model.to(device).eval()
     model.config.use_cache = False
     if fuse:

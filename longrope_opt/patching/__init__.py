@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from longrope_opt.patching._apply import apply_rope_scaling
+from longrope_opt.patching._apply import install_rope_scaling
 from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._fusion import fuse_elementwise
 from longrope_opt.patching._fusion import is_fused
@@ -16,6 +17,7 @@ from longrope_opt.patching._fusion import unfuse_elementwise
 __all__ = [
     "apply_rope_scaling",
     "find_rotary_modules",
+    "install_rope_scaling",
     "fuse_elementwise",
     "is_fused",
     "unfuse_elementwise",

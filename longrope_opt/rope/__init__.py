@@ -24,6 +24,8 @@ from longrope_opt.rope._methods import yarn
 from longrope_opt.rope._methods import yarn_attention_scale
 from longrope_opt.rope._spec import RopeScaling
 from longrope_opt.rope._spec import RopeSpec
+from longrope_opt.rope._stages import ShortLongScaling
+from longrope_opt.rope._stages import compose
 
 
 #: Every method maps ``(spec, target_length)`` to a `RopeScaling`. Add your own with the same
@@ -68,7 +70,9 @@ __all__ = [
     "METHODS",
     "RopeScaling",
     "RopeSpec",
+    "ShortLongScaling",
     "attention_scale_for",
+    "compose",
     "dynamic_ntk",
     "get_method",
     "longrope_attention_scale",

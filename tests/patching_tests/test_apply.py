@@ -269,7 +269,9 @@ def test_non_rope_model_raises_naming_type() -> None:
 
 def test_scaling_type_checked() -> None:
     model = build_tiny_model("llama")
-    with pytest.raises(TypeError, match="`scaling` must be a RopeScaling, got list"):
+    with pytest.raises(
+        TypeError, match="`scaling` must be a RopeScaling or ShortLongScaling, got list"
+    ):
         with apply_rope_scaling(model, [1.0] * 8):  # type: ignore[arg-type]
             pass
 
@@ -285,3 +287,40 @@ def test_bf16_model_gets_fp32_angles() -> None:
     expected = np.cos(4095 * spec.inv_freq()[0] / 2.0)
     # bf16 angles would be off by up to ~16 rad at position 4095; fp32 angles only by bf16 rounding.
     assert math.isclose(float(cos[0, -1, 0]), expected, abs_tol=1e-2)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_short_long_pair_switches_at_the_trained_length(family: str) -> None:
+    from longrope_opt.rope import ShortLongScaling
+
+    model = build_tiny_model(family)
+    spec = RopeSpec.from_config(model.config)
+    short = RopeScaling(np.linspace(1.0, 1.2, spec.n_factors), 0, 1.1)
+    long = RopeScaling(np.linspace(1.0, 4.0, spec.n_factors), 0, 1.1)
+    pair = ShortLongScaling(short, long, TINY_LENGTH)
+    g = torch.Generator().manual_seed(0)
+    for length, chosen in ((TINY_LENGTH, short), (TINY_LENGTH + 1, long)):
+        ids = torch.randint(3, 128, (1, length), generator=g)
+        with apply_rope_scaling(model, pair):
+            both = _logits(model, ids)
+        with apply_rope_scaling(model, chosen):
+            torch.testing.assert_close(both, _logits(model, ids), atol=0, rtol=0)
+        other = long if chosen is short else short
+        with apply_rope_scaling(model, other):
+            assert not torch.allclose(both, _logits(model, ids), atol=1e-4)
+
+
+def test_install_is_persistent_and_nests_under_apply() -> None:
+    from longrope_opt.patching import install_rope_scaling
+
+    model = build_tiny_model("llama")
+    spec = RopeSpec.from_config(model.config)
+    ids = torch.randint(3, 128, (1, 2 * TINY_LENGTH), generator=torch.Generator().manual_seed(1))
+    installed = yarn(spec, 4 * TINY_LENGTH)
+    with apply_rope_scaling(model, installed):
+        expected = _logits(model, ids)
+    install_rope_scaling(model, installed)
+    torch.testing.assert_close(_logits(model, ids), expected, atol=0, rtol=0)
+    with apply_rope_scaling(model, ntk(spec, 4 * TINY_LENGTH)):
+        assert not torch.allclose(_logits(model, ids), expected, atol=1e-4)
+    torch.testing.assert_close(_logits(model, ids), expected, atol=0, rtol=0)  # back to installed

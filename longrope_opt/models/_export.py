@@ -1,0 +1,189 @@
+"""`export_model`: a model directory that vanilla transformers loads with the searched factors.
+
+The directory is what ``save_pretrained`` writes (weights, config, tokenizer) with the config's
+``rope_parameters`` set to transformers' ``longrope`` type: ``short_factor`` (used when a forward's
+positions all lie below the trained length), ``long_factor``, ``original_max_position_embeddings``,
+``factor`` and ``attention_factor``; ``max_position_embeddings`` becomes the target length.
+
+transformers cannot express n̂ (start tokens that keep the pretrained angle) nor two attention
+scales. When either is needed, the config also says ``"longrope_opt": {"requires_loader": true}``
+and `longrope_opt.models.load_model` installs the exact scaling on load; vanilla transformers would
+load the same directory *without* n̂, and the README written next to it says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+from longrope_opt.rope import ShortLongScaling
+
+
+CONFIG_KEY = "longrope_opt"
+
+
+def longrope_parameters(pair: ShortLongScaling, spec: RopeSpec, target_length: int) -> dict:
+    """transformers ``rope_parameters`` (type ``longrope``) for a short/long pair."""
+    params: dict[str, Any] = {
+        "rope_type": "longrope",
+        "rope_theta": spec.base,
+        "short_factor": [float(x) for x in pair.short.factors],
+        "long_factor": [float(x) for x in pair.long.factors],
+        "original_max_position_embeddings": spec.original_length,
+        "factor": target_length / spec.original_length,
+        "attention_factor": pair.long.attention_scale,
+    }
+    if spec.rotary_dim != spec.head_dim:
+        params["partial_rotary_factor"] = spec.rotary_dim / spec.head_dim
+    return params
+
+
+def needs_loader(pair: ShortLongScaling) -> bool:
+    """Whether vanilla transformers would compute a different RoPE than `pair` (n̂ > 0 or two t)."""
+    return pair.n_hat > 0 or pair.short.attention_scale != pair.long.attention_scale
+
+
+def as_pair(scaling: RopeScaling | ShortLongScaling, spec: RopeSpec) -> ShortLongScaling:
+    """A `ShortLongScaling`; a single set gets the identity as short factors with its own t (the
+    model as trained below L, up to t, which transformers' longrope applies to both sets)."""
+    if isinstance(scaling, ShortLongScaling):
+        return scaling
+    if not isinstance(scaling, RopeScaling):
+        raise InvalidArgumentError(
+            f"`scaling` must be a RopeScaling or ShortLongScaling, got {type(scaling).__name__}."
+        )
+    short = RopeScaling([1.0] * spec.n_factors, 0, scaling.attention_scale, method="none")
+    return ShortLongScaling(short, scaling, spec.original_length)
+
+
+def export_model(
+    model: Any,
+    tokenizer: Any,
+    output_dir: str | Path,
+    scaling: RopeScaling | ShortLongScaling,
+    *,
+    target_length: int,
+    dtype: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Path:
+    """Save `model` with `scaling` as its RoPE, loadable by ``AutoModelForCausalLM.from_pretrained``.
+
+    Args:
+        model: A loaded transformers causal LM (its weights are saved as they are, e.g. fine-tuned).
+        tokenizer: Its tokenizer (saved alongside), or None.
+        output_dir: Directory to create or overwrite.
+        scaling: The long factors alone, or a short/long pair.
+        target_length: The context length the factors are for (``max_position_embeddings``).
+        dtype: Save weights in this dtype (``"bfloat16"``, ``"float32"``...); default: as loaded.
+        metadata: Extra JSON-able facts recorded under ``config.longrope_opt`` (study, values...).
+
+    Returns:
+        The directory.
+
+    Raises:
+        InvalidArgumentError: Factors of the wrong length, or a target not beyond the trained length.
+    """
+    import torch
+
+    spec = RopeSpec.from_config(model.config)
+    spec.scale(target_length)  # validates target > trained length
+    pair = as_pair(scaling, spec)
+    pair.short.check(spec)
+    pair.long.check(spec)
+    if pair.original_length != spec.original_length:
+        raise InvalidArgumentError(
+            f"`scaling.original_length` must be the model's trained length {spec.original_length}, "
+            f"got {pair.original_length}."
+        )
+    loader = needs_loader(pair)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = model.config
+    saved = (config.rope_parameters, config.max_position_embeddings)
+    config.rope_parameters = longrope_parameters(pair, spec, target_length)
+    config.max_position_embeddings = int(target_length)
+    if hasattr(config, "original_max_position_embeddings"):  # Phi-3 keeps its own field
+        config.original_max_position_embeddings = spec.original_length
+    setattr(
+        config,
+        CONFIG_KEY,
+        {
+            "requires_loader": loader,
+            "short": pair.short.to_dict(),
+            "long": pair.long.to_dict(),
+            "original_length": spec.original_length,
+            "target_length": int(target_length),
+            **(metadata or {}),
+        },
+    )
+    saved_dtype = getattr(config, "dtype", None)
+    try:
+        if dtype is None:
+            model.save_pretrained(out)
+        else:  # cast a copy of the weights: the in-memory model keeps its precision
+            target = getattr(torch, dtype)
+            state = {k: v.to(target) for k, v in model.state_dict().items()}
+            config.dtype = target
+            model.save_pretrained(out, state_dict=state)
+    finally:
+        # The in-memory model keeps its RoPE: the export is a copy, not a conversion.
+        config.rope_parameters, config.max_position_embeddings = saved
+        config.dtype = saved_dtype
+        delattr(config, CONFIG_KEY)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
+    (out / "README.md").write_text(_readme(out, pair, target_length, loader))
+    return out
+
+
+def read_export(config: Any) -> ShortLongScaling | None:
+    """The exact short/long scaling recorded by `export_model` in a config, or None."""
+    data = getattr(config, CONFIG_KEY, None)
+    if not isinstance(data, dict) or "long" not in data:
+        return None
+    return ShortLongScaling(
+        RopeScaling.from_dict(data["short"]),
+        RopeScaling.from_dict(data["long"]),
+        int(data["original_length"]),
+    )
+
+
+def _readme(out: Path, pair: ShortLongScaling, target_length: int, loader: bool) -> str:
+    facts = {
+        "target_length": target_length,
+        "original_length": pair.original_length,
+        "long_n_hat": pair.long.n_hat,
+        "short_n_hat": pair.short.n_hat,
+        "attention_factor": pair.long.attention_scale,
+    }
+    if loader:
+        how = f"""This export needs longrope-opt's loader: it uses n̂ > 0 (start tokens that keep the
+pretrained angle) or two attention scales, which transformers' `longrope` cannot express.
+Vanilla `from_pretrained` would load it **without** them (slightly different numbers).
+
+```python
+from longrope_opt.models import load_model
+model, tokenizer = load_model("{out}", dtype="bfloat16")
+```
+"""
+    else:
+        how = f"""Vanilla transformers loads it exactly (rope type `longrope`, n̂ = 0):
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained("{out}")
+tokenizer = AutoTokenizer.from_pretrained("{out}")
+```
+"""
+    return (
+        "# LongRoPE-extended model (exported by longrope-opt)\n\n"
+        f"{how}\n"
+        "A forward whose positions all lie within the trained window uses `short_factor`, a\n"
+        "longer one `long_factor` (transformers' longrope switch; as with Phi-3, keys cached by\n"
+        "forwards below the window were rotated with the short factors).\n\n"
+        f"```json\n{json.dumps(facts, indent=2)}\n```\n"
+    )
