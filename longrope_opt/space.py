@@ -8,6 +8,7 @@ Paper Table 3: λ_i ∈ [1.0, 1.25·s] step 0.01, n̂ ∈ {0, 1, 2, 4, 8, 12, 16
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ from optuna.distributions import FloatDistribution
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
+from longrope_opt.rope import METHODS
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
-from longrope_opt.rope import attention_scale_for
+from longrope_opt.rope import compose
 
 
 PAPER_N_HAT = (0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64, 128, 256)
@@ -40,6 +42,14 @@ def lambda_names(n: int) -> list[str]:
 class SearchSpace:
     """Where the search looks, for one model and one target length.
 
+    Three kinds of search share this class (LongRoPE §3.3):
+    - a first search: `target_length` > the trained length L, λ relative to the pretrained RoPE;
+    - a secondary search on an extended (e.g. fine-tuned) model: `base` holds the factors it runs
+      and `base_length` the length they reached; λ are relative to `base` and `to_scaling` returns
+      the composed factors λ_base ⊙ λ (see `longrope_opt.rope.compose`);
+    - a short-context recovery search: `target_length` <= L, λ in [lambda_low, lambda_high] with a
+      lower cap (default 1.25, the paper's 1.25·s at s = 1), the short factors of a longrope pair.
+
     Attributes:
         spec: The model's RoPE.
         target_length: L'.
@@ -53,6 +63,10 @@ class SearchSpace:
             every sampler: baselines propose freely, the objective evaluates sorted λ; the
             LongRoPE sampler only proposes monotone vectors, for which it is a no-op) or
             ``"none"`` (evaluate as proposed).
+        base: Factors of the stage this search builds on (secondary search), or None.
+        base_length: The length `base` extends to (the fine-tuning length); needed with `base`.
+        attention_value: A fixed t that overrides the `attention` rule (e.g. the long factors'
+            t for a short search, since transformers' longrope has one attention factor).
     """
 
     spec: RopeSpec
@@ -64,9 +78,12 @@ class SearchSpace:
     attention: str = "longrope"
     attention_bounds: tuple[float, float] = (1.0, 1.5)
     repair: str = "sort"
+    base: RopeScaling | None = None
+    base_length: int | None = None
+    attention_value: float | None = None
 
     def __post_init__(self) -> None:
-        s = self.spec.scale(self.target_length)
+        s = self._relative_scale()
         if self.lambda_high is None:
             object.__setattr__(self, "lambda_high", round(1.25 * s, 10))
         if not (math.isfinite(self.lambda_low) and self.lambda_low > 0):
@@ -103,6 +120,70 @@ class SearchSpace:
                 f"`attention_bounds` must satisfy 0 < low < high, got {self.attention_bounds}."
             )
 
+    def _relative_scale(self) -> float:
+        L, target = self.spec.original_length, self.target_length
+        if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 1:
+            raise InvalidArgumentError(f"`target_length` must be an integer >= 1, got {target!r}.")
+        if self.attention_value is not None and not (
+            math.isfinite(self.attention_value) and self.attention_value > 0
+        ):
+            raise InvalidArgumentError(
+                f"`attention_value` must be a finite number > 0, got {self.attention_value}."
+            )
+        if self.base is None:
+            if self.base_length is not None:
+                raise InvalidArgumentError("`base_length` is only meaningful with `base`.")
+            return 1.0 if target <= L else self.spec.scale(target)
+        if not isinstance(self.base, RopeScaling):
+            raise InvalidArgumentError(
+                f"`base` must be a RopeScaling, got {type(self.base).__name__}."
+            )
+        self.base.check(self.spec)
+        bl = self.base_length
+        if isinstance(bl, bool) or not isinstance(bl, (int, np.integer)) or not L < bl < target:
+            raise InvalidArgumentError(
+                f"`base_length` must be an integer in ({L}, target_length = {target}), got {bl!r}."
+            )
+        return target / bl
+
+    @property
+    def is_short(self) -> bool:
+        """A short-context recovery search (target within the trained window)."""
+        return self.target_length <= self.spec.original_length
+
+    @property
+    def relative_spec(self) -> RopeSpec:
+        """The RoPE the searched λ rescale: the model's, with the base stage's length if any."""
+        if self.base is None:
+            return self.spec
+        return dataclasses.replace(self.spec, original_length=int(self.base_length))
+
+    def seed_scalings(self) -> list[tuple[str, RopeScaling]]:
+        """The evolution's seeds, as λ in this space's terms (relative to `base` if any).
+
+        PI, NTK and YaRN for the relative extension; for a short search (no extension to seed
+        from): λ = 1, NTK's shape and a linear ramp, each reaching the cap.
+        """
+        if not self.is_short:
+            rel = self.relative_spec
+            seeds = [(m, METHODS[m](rel, self.target_length)) for m in ("pi", "ntk", "yarn")]
+            return [(m, RopeScaling(self.snap_bounds(sc.factors), method=m)) for m, sc in seeds]
+        n, cap = self.spec.n_factors, float(self.lambda_high)
+        d = 2 * n
+        ramp = np.arange(n, dtype=np.float64) / max(n - 1, 1)
+        return [
+            ("none", RopeScaling(np.full(n, self.lambda_low), method="none")),
+            ("ntk", RopeScaling(cap ** (np.arange(n) * 2.0 / (d - 2)), method="ntk")),
+            (
+                "linear",
+                RopeScaling(self.lambda_low + ramp * (cap - self.lambda_low), method="linear"),
+            ),
+        ]
+
+    def snap_bounds(self, values: np.ndarray) -> np.ndarray:
+        """Clip to [lambda_low, lambda_high] without rounding (seeds stay exact inside)."""
+        return np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.lambda_high)
+
     @property
     def names(self) -> list[str]:
         """The λ parameter names, in frequency order."""
@@ -111,9 +192,13 @@ class SearchSpace:
     @property
     def fixed_attention_scale(self) -> float | None:
         """t when it is fixed by a rule; None when searched."""
+        if self.attention_value is not None:
+            return float(self.attention_value)
         if self.attention == "search":
             return None
-        return attention_scale_for(self.attention, self.spec, self.target_length)
+        # The rule sees the total extension over the pretrained length (s <= 1 gives t = 1).
+        L = self.spec.original_length
+        return ATTENTION_RULES[self.attention](self.target_length / L, L)
 
     def distributions(self) -> dict[str, BaseDistribution]:
         """Optuna distributions of every searched parameter.
@@ -142,7 +227,8 @@ class SearchSpace:
         )
 
     def to_scaling(self, params: Mapping[str, Any]) -> RopeScaling:
-        """Trial parameters → `RopeScaling` (λ repaired by `repair`; fixed n̂ / t filled in)."""
+        """Trial parameters → the `RopeScaling` to evaluate (λ repaired by `repair`; fixed n̂ / t
+        filled in; composed with `base` for a secondary search, so the result is absolute)."""
         try:
             factors = np.array([float(params[name]) for name in self.names])
         except KeyError as exc:
@@ -156,10 +242,12 @@ class SearchSpace:
         t = self.fixed_attention_scale
         if t is None:
             t = params.get(ATTENTION_SCALE, self.attention_bounds[0])
-        return RopeScaling(factors, n_hat, float(t), method="searched")
+        scaling = RopeScaling(factors, n_hat, float(t), method="searched")
+        return scaling if self.base is None else compose(self.base, scaling)
 
     def to_params(self, scaling: RopeScaling) -> dict[str, Any]:
-        """`RopeScaling` → trial parameters (for enqueuing seeds). Values are kept exactly."""
+        """`RopeScaling` in this space's terms (relative to `base`) → trial parameters (for
+        enqueuing seeds). Values are kept exactly."""
         scaling.check(self.spec)
         params: dict[str, Any] = {n: float(v) for n, v in zip(self.names, scaling.factors)}
         if len(self.n_hat) > 1:

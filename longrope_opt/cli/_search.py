@@ -25,6 +25,10 @@ EXAMPLES = """examples:
   longrope-opt search --objective my-metric --study-name mine
   # many machines: one PostgreSQL study
   longrope-opt search --storage postgresql://user@db-host/longrope --study-name big --n-trials 500
+  # progressive extension: search 32k on a model fine-tuned at 16k (factors relative to its own)
+  longrope-opt search --model ft-16k/ --base config --target-length 32768 --study-name ft-32k
+  # short-context recovery: short factors at the trained length, lower cap, the long factors' t
+  longrope-opt search --model ft-16k/ --target-length 8192 --lambda-max 1.5 --n-hat 0 --attention 1.0377
 """
 
 
@@ -69,12 +73,40 @@ def add_parser(sub: Any) -> None:
     evo.add_argument(
         "--attention",
         default="longrope",
-        help="attention scale: none, yarn, longrope (sqrt(1+ln s/ln L), default) or search",
+        help="attention scale: none, yarn, longrope (sqrt(1+ln s/ln L), default), search, or a "
+        "number (a fixed t, e.g. the long factors' t for a short recovery search)",
+    )
+    stage = parser.add_argument_group("progressive extension")
+    stage.add_argument(
+        "--base",
+        default=None,
+        help="search on top of an extended model: 'config' (the model's longrope config, e.g. "
+        "a fine-tuned export), 'study:NAME', or a factor JSON from `export`; λ are then relative "
+        "to it and exports compose both stages",
+    )
+    stage.add_argument(
+        "--recovery",
+        action="store_true",
+        help="short-context recovery search: --target-length within the trained window, "
+        "λ capped by --lambda-max; the result is the short factors of a longrope pair",
+    )
+    stage.add_argument(
+        "--lambda-max",
+        type=float,
+        default=None,
+        help="largest λ (default 1.25·s; 1.25 for a short recovery search, target <= trained)",
     )
     parser.set_defaults(run=run)
 
 
-def _space(args: argparse.Namespace, spec: Any) -> Any:
+def _attention(value: str) -> tuple[str, float | None]:
+    try:
+        return "none", float(value)
+    except ValueError:
+        return value, None
+
+
+def _space(args: argparse.Namespace, spec: Any, base: Any = None) -> Any:
     from longrope_opt.space import PAPER_N_HAT
     from longrope_opt.space import SearchSpace
 
@@ -87,14 +119,37 @@ def _space(args: argparse.Namespace, spec: Any) -> Any:
             raise InvalidArgumentError(
                 f"`--n-hat` must be 'search' or an integer >= 0, got {args.n_hat!r}."
             ) from None
-    return SearchSpace(spec, args.target_length, n_hat=n_hat, attention=args.attention)
+    recovery = bool(getattr(args, "recovery", False))
+    if recovery != (args.target_length <= spec.original_length):
+        if recovery:
+            raise InvalidArgumentError(
+                f"`--target-length` must be <= the trained length {spec.original_length} with "
+                f"--recovery, got {args.target_length}."
+            )
+        spec.scale(args.target_length)  # the usual one-line error, naming the trained length
+    if recovery and base is not None:
+        raise InvalidArgumentError(
+            "`--base` and --recovery exclude each other: short factors are absolute."
+        )
+    attention, value = _attention(args.attention)
+    scaling, length = base if base is not None else (None, None)
+    return SearchSpace(
+        spec,
+        args.target_length,
+        n_hat=n_hat,
+        attention=attention,
+        attention_value=value,
+        lambda_high=getattr(args, "lambda_max", None),
+        base=scaling,
+        base_length=length,
+    )
 
 
 #: The flags a `worker` needs to rebuild the same search (stored in the study's user attrs).
 CONFIG_KEYS = (
     "model", "corpus", "samples", "seed", "target_length", "objective", "sampler",
     "population_size", "num_mutations", "num_crossovers", "num_parents", "mutation_prob",
-    "n_hat", "attention",
+    "n_hat", "attention", "lambda_max", "base", "recovery",
 )  # fmt: skip
 CONFIG_ATTR = "search_config"
 
@@ -119,6 +174,9 @@ def execute(args: argparse.Namespace, *, role: str) -> int:
     from longrope_opt.studies._compare import check_sampler_names
     from longrope_opt.studies._compare import make_sampler
     from longrope_opt.studies._provenance import provenance_of
+    from longrope_opt.studies._stages import BASE_ATTR
+    from longrope_opt.studies._stages import base_record
+    from longrope_opt.studies._stages import resolve_base
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = resolve_storage_url(args.storage)
@@ -132,7 +190,11 @@ def execute(args: argparse.Namespace, *, role: str) -> int:
     storage = make_storage(url, heartbeat_interval=args.heartbeat_interval or None)
     model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
     spec = RopeSpec.from_config(model.config)
-    space = _space(args, spec)  # validates target length > trained length
+    base = None
+    if getattr(args, "base", None) is not None:
+        base = resolve_base(args.base, model_config=model.config, storage=storage)
+        args.base = base_record(*base)  # what the study and its workers keep
+    space = _space(args, spec, base)  # validates the target length against the model
     samples = load_samples(args.corpus, tokenizer, args.target_length, args.samples, args.seed)
     evolution = evolution_kwargs(args)
     sampler = make_sampler(
@@ -152,14 +214,14 @@ def execute(args: argparse.Namespace, *, role: str) -> int:
         seed=args.seed,
         objective=args.objective,
     )
-    config = {key: getattr(args, key) for key in CONFIG_KEYS}
+    config = {key: getattr(args, key, None) for key in CONFIG_KEYS}
     study = open_study(
         storage=storage,
         study_name=name,
         sampler=sampler,
         provenance=provenance,
         spec=spec,
-        config={CONFIG_ATTR: config},
+        config={CONFIG_ATTR: config, **({BASE_ATTR: args.base} if base else {})},
     )
     if role == "search" and args.n_trials is not None:
         study.set_user_attr("n_trials", args.n_trials)  # the study's total, for its workers
@@ -191,7 +253,9 @@ def print_summary(study: Any) -> None:
         return
     seeds = {t.user_attrs["seed"]: t for t in complete if t.user_attrs.get("seed")}
     best = min(complete, key=lambda t: t.value)
-    rows = [(f"seed {m.upper()}", seeds[m]) for m in ("pi", "ntk", "yarn") if m in seeds]
+    rows = [
+        (f"seed {m.upper()}", t) for m, t in sorted(seeds.items(), key=lambda kv: kv[1].number)
+    ]
     rows.append(("best found", best))
     print(f"{'':<12}{'trial':>7}{'perplexity':>12}{'n_hat':>7}{'attn':>8}{'vs best seed':>14}")
     best_seed = min((t.value for t in seeds.values()), default=math.nan)

@@ -13,7 +13,6 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.rope import METHODS
 from longrope_opt.samplers import _state
 from longrope_opt.samplers._base import SpaceSampler
 from longrope_opt.samplers._operators import Genome
@@ -109,15 +108,16 @@ class LongRoPESampler(SpaceSampler):
         self._dedup = bool(dedup)
         self._seed = int(np.random.SeedSequence(seed).entropy) if seed is None else int(seed)
         super().__init__(space=space, seed=self._seed)
-        self._seed_genomes = [
-            self._genome_of(METHODS[m](space.spec, space.target_length)) for m in SEED_METHODS
-        ]
+        seeds = space.seed_scalings()
+        self._seed_names = [name for name, _ in seeds]
+        self._seed_genomes = [self._genome_of(scaling) for _, scaling in seeds]
 
     # ----- public helpers -------------------------------------------------------------------
 
     def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
-        """``[(method, params)]`` of the PI, NTK and YaRN seeds, ready for `study.enqueue_trial`."""
-        return [(m, self._params_of(g)) for m, g in zip(SEED_METHODS, self._seed_genomes)]
+        """``[(method, params)]`` of the seeds (PI, NTK, YaRN; see `SearchSpace.seed_scalings`),
+        ready for `study.enqueue_trial`."""
+        return [(m, self._params_of(g)) for m, g in zip(self._seed_names, self._seed_genomes)]
 
     def generation_capacity(self, generation: int) -> int:
         """Trials per generation: P for generation 0, N1 + N2 after."""
@@ -274,10 +274,10 @@ class LongRoPESampler(SpaceSampler):
 
 
 def enqueue_seeds(
-    study: Study, sampler: LongRoPESampler, methods: Sequence[str] = SEED_METHODS
+    study: Study, sampler: LongRoPESampler, methods: Sequence[str] | None = None
 ) -> int:
-    """Enqueue the sampler's PI/NTK/YaRN seeds once (skipped when the study already has them, or
-    when the sampler is not `seeded`).
+    """Enqueue the sampler's seeds once (skipped when the study already has them, or when the
+    sampler is not `seeded`); `methods` limits them by name (default: all).
 
     Returns:
         How many seeds were enqueued now.
@@ -287,7 +287,7 @@ def enqueue_seeds(
     done = {t.user_attrs.get("seed") for t in study.get_trials(deepcopy=False)}
     added = 0
     for method, params in sampler.seed_params():
-        if method in methods and method not in done:
+        if (methods is None or method in methods) and method not in done:
             study.enqueue_trial(params, user_attrs={"seed": method})
             added += 1
     return added

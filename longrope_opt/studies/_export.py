@@ -12,6 +12,7 @@ import optuna
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
+from longrope_opt.rope import compose
 
 
 def rope_parameters(scaling: RopeScaling, spec: RopeSpec, target_length: int) -> dict[str, Any]:
@@ -41,7 +42,11 @@ def rope_parameters(scaling: RopeScaling, spec: RopeSpec, target_length: int) ->
 
 
 def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenTrial]:
-    """The best trial's `RopeScaling` (λ in parameter order, n̂, t from its user attrs)."""
+    """The best trial's `RopeScaling` (λ in parameter order, n̂, t from its user attrs).
+
+    For a secondary search (a study with a ``base_scaling`` user attr) the λ of a trial are
+    relative to that base; the returned factors are composed, i.e. absolute, as evaluated.
+    """
     try:
         best = study.best_trial
     except ValueError:
@@ -53,15 +58,16 @@ def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenT
     factors = [best.params[n] for n in names]
     if attrs.get("repaired") == "sort":  # a baseline's proposal: the objective evaluated it sorted
         factors = sorted(factors)
-    return (
-        RopeScaling(
-            factors,
-            int(best.params.get("n_hat", attrs.get("n_hat", 0))),
-            float(best.params.get("attention_scale", attrs.get("attention_scale", 1.0))),
-            method="searched",
-        ),
-        best,
+    scaling = RopeScaling(
+        factors,
+        int(best.params.get("n_hat", attrs.get("n_hat", 0))),
+        float(best.params.get("attention_scale", attrs.get("attention_scale", 1.0))),
+        method="searched",
     )
+    base = study.user_attrs.get("base_scaling")
+    if base is not None:
+        scaling = compose(RopeScaling.from_dict(base), scaling)
+    return scaling, best
 
 
 def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
