@@ -16,6 +16,7 @@ from longrope_opt.cli import _compare
 from longrope_opt.cli import _dashboard
 from longrope_opt.cli import _eval
 from longrope_opt.cli import _export
+from longrope_opt.cli import _finetune
 from longrope_opt.cli import _search
 from longrope_opt.cli import _worker
 from longrope_opt.errors import LongRopeOptError
@@ -28,6 +29,7 @@ _SUBCOMMANDS = {
     "compare": _compare,
     "dashboard": _dashboard,
     "worker": _worker,
+    "finetune": _finetune,
 }
 
 

@@ -27,6 +27,8 @@ EXAMPLES = """examples:
   longrope-opt eval --lengths 8k,16k,32k --methods none,pi,ntk,dynamic_ntk,yarn --factors f.json --output table
   # passkey retrieval accuracy, 10 random keys and depths per length
   longrope-opt eval --task passkey --lengths 4k,8k,16k --trials 10 --factors f.json
+  # an exported model directory as transformers loads it, next to the classic methods
+  longrope-opt eval --model smol-32k --methods model,yarn --lengths 8k,16k,32k
 """
 
 
@@ -64,7 +66,8 @@ def add_parser(sub: Any) -> None:
     group.add_argument(
         "--methods",
         default="none,pi,ntk,yarn",
-        help="comma-separated: none, pi, ntk, dynamic_ntk, yarn (default none,pi,ntk,yarn)",
+        help="comma-separated: none, pi, ntk, dynamic_ntk, yarn, or model (the RoPE the model "
+        "was loaded with, e.g. an exported directory) (default none,pi,ntk,yarn)",
     )
     group.add_argument(
         "--mode",
@@ -118,16 +121,26 @@ def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
         raise InvalidArgumentError(f"searched factors do not fit this model: {exc}") from None
 
 
-def _scaling_for(method: str, length: int, spec: Any, searched: Any) -> Any:
+def _scaling_for(method: str, length: int, spec: Any, searched: Any, plain: bool = True) -> Any:
     from longrope_opt.rope import get_method
+    from longrope_opt.rope import none
 
-    # Within the trained window every method is the model as trained (transformers' longrope
-    # uses its short factors there); beyond it, the method's own scaling.
-    if method == "none" or length <= spec.original_length:
+    # Within the trained window every method is the model as loaded (transformers' longrope
+    # uses its short factors there); beyond it, the method's own scaling. "model" is the RoPE
+    # the model was loaded with (e.g. an `export_model` directory) at every length.
+    if method == "model" or length <= spec.original_length:
         return None
+    if method == "none":
+        return None if plain else none(spec)  # an extended model: force the pretrained angles
     if method == "searched":
         return searched
     return get_method(method)(spec, length)
+
+
+def _is_plain(model: Any) -> bool:
+    # A model that runs its pretrained RoPE as loaded (not an extended export).
+    params = getattr(model.config, "rope_parameters", None) or {}
+    return params.get("rope_type", "default") == "default"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,15 +155,16 @@ def run(args: argparse.Namespace) -> int:
     lengths = int_list(args.lengths, name="lengths")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
-        if m not in METHODS:
+        if m not in METHODS and m != "model":
             raise InvalidArgumentError(
-                f"`--methods` entries must be in {sorted(METHODS)}, got {m!r}."
+                f"`--methods` entries must be in {sorted([*METHODS, 'model'])}, got {m!r}."
             )
     for flag in ("samples", "trials"):
         if getattr(args, flag) < 1:
             raise InvalidArgumentError(f"`--{flag}` must be >= 1, got {getattr(args, flag)}.")
     model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
     spec = RopeSpec.from_config(model.config)
+    plain = _is_plain(model)
     searched = _searched_scaling(args, spec)
     if searched is not None:
         methods.append("searched")
@@ -169,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             )
         unscaled: tuple[float, str] | None = None  # methods that leave the model as it is
         for method in methods:
-            scaling = _scaling_for(method, length, spec, searched)
+            scaling = _scaling_for(method, length, spec, searched, plain)
             start = time.perf_counter()
             if scaling is None and unscaled is not None:
                 value, detail = unscaled  # the same model on the same inputs: not run again

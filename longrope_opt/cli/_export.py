@@ -1,4 +1,4 @@
-"""`longrope-opt export`: the best factors of a study as JSON (with transformers rope_parameters)."""
+"""`longrope-opt export`: a study's best factors as JSON, or as a model directory transformers loads."""
 
 from __future__ import annotations
 
@@ -7,11 +7,16 @@ from typing import Any
 
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.errors import InvalidArgumentError
 
 
 EXAMPLES = """examples:
   longrope-opt export --study-name smollm2-135m-16384 --output factors.json
   longrope-opt export --storage postgresql://user@host/db --study-name big -o big.json
+  # a model directory for AutoModelForCausalLM.from_pretrained (rope type longrope)
+  longrope-opt export --study-name smollm2-135m-16384 --model-dir smol-16k
+  # with recovered short factors (a `search --recovery` study) for inputs within the window
+  longrope-opt export --study-name ft-32k --short-study ft-short-8k --model ft-16k --model-dir smol-32k
 """
 
 
@@ -20,38 +25,89 @@ def add_parser(sub: Any) -> None:
     parser = add_subcommand(
         sub,
         "export",
-        summary="write a study's best factors as JSON",
+        summary="write a study's best factors as JSON or as a loadable model directory",
         description="Write the best trial's λ, n_hat and attention scale as JSON, with a "
-        "transformers `rope_parameters` dict of type longrope.",
+        "transformers `rope_parameters` dict of type longrope; with --model-dir, save the model "
+        "itself with those factors in its config (vanilla transformers loads it when n_hat = 0).",
         examples=EXAMPLES,
     )
     add_storage_flag(parser)
-    parser.add_argument("--study-name", required=True, help="the study to export")
+    parser.add_argument("--study-name", required=True, help="the study to export (long factors)")
     parser.add_argument(
         "-o", "--output", default="factors.json", help="output file (default factors.json)"
+    )
+    model = parser.add_argument_group("model directory")
+    model.add_argument("--model-dir", default=None, help="also write a model directory here")
+    model.add_argument(
+        "--model", default=None, help="weights to save (default: the model the study searched)"
+    )
+    model.add_argument(
+        "--short-study", default=None, help="a --recovery study whose best are the short factors"
+    )
+    model.add_argument(
+        "--save-dtype",
+        default="bfloat16",
+        choices=["bfloat16", "float32", "float16"],
+        help="dtype of the saved weights (default bfloat16)",
     )
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Load the study read-only and write the JSON."""
+def _load(storage: Any, name: str, flag: str) -> Any:
     import optuna
 
-    from longrope_opt.errors import InvalidArgumentError
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise InvalidArgumentError(f"`{flag}` {name!r} not found; studies: {names}.") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the study read-only and write the JSON (and the model directory when asked)."""
+    from longrope_opt.studies import best_scaling
     from longrope_opt.studies import export_best
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
     storage = make_storage(resolve_storage_url(args.storage))
-    try:
-        study = optuna.load_study(study_name=args.study_name, storage=storage)
-    except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise InvalidArgumentError(
-            f"`--study-name` {args.study_name!r} not found; studies: {names}."
-        ) from None
+    study = _load(storage, args.study_name, "--study-name")
+    short = None
+    if args.short_study:
+        short, _ = best_scaling(_load(storage, args.short_study, "--short-study"))
     record = export_best(study, args.output)
     print(
         f"wrote {args.output}: trial {record['trial']}, value {record['value']:.4f}, n_hat {record['n_hat']}"
     )
+    if args.model_dir:
+        _export_dir(args, study, short)
     return 0
+
+
+def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
+    from longrope_opt import RopeSpec
+    from longrope_opt.models import export_model
+    from longrope_opt.models import load_model
+    from longrope_opt.models._export import as_pair
+    from longrope_opt.models._export import needs_loader
+    from longrope_opt.rope import ShortLongScaling
+    from longrope_opt.studies import best_scaling
+
+    long, best = best_scaling(study)
+    model_name = args.model or study.user_attrs.get("search_config", {}).get("model")
+    if not model_name:
+        raise InvalidArgumentError(f"study {study.study_name!r} records no model; give `--model`.")
+    target = study.user_attrs.get("provenance", {}).get("target_length")
+    model, tokenizer = load_model(model_name, dtype="float32")
+    spec = RopeSpec.from_config(model.config)
+    scaling: Any = long
+    if short is not None:
+        scaling = ShortLongScaling(short, long, spec.original_length)
+    meta = {"study": study.study_name, "trial": best.number, "value": best.value}
+    out = export_model(
+        model, tokenizer, args.model_dir, scaling, target_length=int(target),
+        dtype=args.save_dtype, metadata=meta,
+    )  # fmt: skip
+    loader = needs_loader(as_pair(scaling, spec))
+    how = "longrope_opt.models.load_model (n_hat > 0)" if loader else "vanilla transformers"
+    print(f"wrote model directory {out} (loads with {how})")

@@ -1,0 +1,171 @@
+"""`longrope-opt finetune`: train with searched factors at their length, save a loadable model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
+from longrope_opt.errors import InvalidArgumentError
+
+
+EXAMPLES = """examples:
+  # a handful of 16k steps on the built-in corpus (CPU: ≈ 6 min per full 16k step), saved as a model dir
+  longrope-opt finetune --factors factors-16k.json --steps 4 --output ft-16k
+  # PoSE: 4k real tokens per step at positions spread over 16k (≈ 40 s per step on 2 cores)
+  longrope-opt finetune --factors factors-16k.json --steps 8 --pose-tokens 4096 --output ft-16k
+  # then search 32k on top of it (factors relative to the fine-tuned model's own)
+  longrope-opt search --model ft-16k --base config --target-length 32768
+  # a GPU user scales the same command up (the paper: 400 steps at 128k, lr 2e-5)
+  longrope-opt finetune --model HuggingFaceTB/SmolLM2-135M --study-name smol-128k \\
+      --corpus pg19 --samples 400 --steps 400 --device cuda --output ft-128k
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    parser = add_subcommand(
+        sub,
+        "finetune",
+        summary="fine-tune with searched factors and save the model (progressive extension)",
+        description="Train next-token prediction on long samples with the searched RoPE, then "
+        "save a model directory whose config carries the factors (transformers `longrope`).",
+        examples=EXAMPLES,
+    )
+    src = parser.add_argument_group("factors (one of)")
+    src.add_argument("--factors", default=None, help="JSON written by `longrope-opt export`")
+    src.add_argument("--study-name", default=None, help="best trial of this study")
+    add_storage_flag(src)
+    data = parser.add_argument_group("model and data")
+    data.add_argument(
+        "--model", default="smollm2-135m", help="model to fine-tune (default smollm2-135m)"
+    )
+    data.add_argument("--corpus", default="builtin", help="training text (default builtin)")
+    data.add_argument(
+        "--target-length",
+        type=int,
+        default=None,
+        help="sequence length (default: the factors' target length)",
+    )
+    data.add_argument("--samples", type=int, default=4, help="training documents (default 4)")
+    data.add_argument("--seed", type=int, default=1, help="chooses the documents (default 1)")
+    data.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    train = parser.add_argument_group("training")
+    train.add_argument("--steps", type=int, default=4, help="optimizer steps (default 4)")
+    train.add_argument("--learning-rate", type=float, default=2e-5, help="AdamW lr (default 2e-5)")
+    train.add_argument("--warmup-steps", type=int, default=0, help="linear warm-up (default 0)")
+    train.add_argument("--grad-accum", type=int, default=1, help="sequences per step (default 1)")
+    train.add_argument(
+        "--pose-tokens",
+        type=int,
+        default=None,
+        help="train on N real tokens per sample with position ids spread over the full length "
+        "(PoSE; the attention cost of N tokens). Default: whole samples",
+    )
+    train.add_argument(
+        "--autocast",
+        default="bfloat16",
+        choices=["bfloat16", "float16", "none"],
+        help="mixed precision over fp32 weights (default bfloat16)",
+    )
+    train.add_argument(
+        "--gradient-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="recompute layers in backward (default on)",
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument("-o", "--output", required=True, help="model directory to write")
+    out.add_argument(
+        "--save-dtype",
+        default="bfloat16",
+        choices=["bfloat16", "float32", "float16"],
+        help="dtype of the saved weights (default bfloat16)",
+    )
+    parser.set_defaults(run=run)
+
+
+def _scaling(args: argparse.Namespace) -> tuple[Any, int | None]:
+    if bool(args.factors) == bool(args.study_name):
+        raise InvalidArgumentError("give exactly one of `--factors` or `--study-name`.")
+    if args.factors:
+        from longrope_opt.studies import load_factors
+
+        scaling = load_factors(args.factors)  # one-line errors for a missing/bad file
+        return scaling, json.loads(Path(args.factors).read_text()).get("target_length")
+    import optuna
+
+    from longrope_opt.studies import best_scaling
+    from longrope_opt.studies import make_storage
+    from longrope_opt.studies import resolve_storage_url
+
+    storage = make_storage(resolve_storage_url(args.storage))
+    try:
+        study = optuna.load_study(study_name=args.study_name, storage=storage)
+    except KeyError:
+        raise InvalidArgumentError(f"`--study-name` {args.study_name!r} not found.") from None
+    scaling, _ = best_scaling(study)
+    return scaling, study.user_attrs.get("provenance", {}).get("target_length")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load fp32 weights, fine-tune with the factors, export the model directory."""
+    from longrope_opt import RopeSpec
+    from longrope_opt.data import load_samples
+    from longrope_opt.models import export_model
+    from longrope_opt.models import load_model
+    from longrope_opt.training import finetune
+
+    for name in ("steps", "samples", "grad_accum"):
+        if getattr(args, name) < 1:
+            raise InvalidArgumentError(
+                f"`--{name.replace('_', '-')}` must be >= 1, got {getattr(args, name)}."
+            )
+    scaling, length = _scaling(args)
+    length = args.target_length or length
+    if not length:
+        raise InvalidArgumentError("the factors record no target length; give `--target-length`.")
+    model, tokenizer = load_model(args.model, dtype="float32", device=args.device)
+    spec = RopeSpec.from_config(model.config)
+    spec.scale(length)
+    scaling.check(spec)
+    samples = load_samples(args.corpus, tokenizer, length, args.samples, args.seed)
+    result = finetune(
+        model,
+        list(samples),
+        scaling,
+        steps=args.steps,
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_steps,
+        grad_accum=args.grad_accum,
+        autocast_dtype=None if args.autocast == "none" else args.autocast,
+        gradient_checkpointing=args.gradient_checkpointing,
+        pose_tokens=args.pose_tokens,
+        seed=args.seed,
+    )
+    meta = {
+        "finetune": {
+            "steps": args.steps,
+            "losses": result.losses,
+            "tokens": result.tokens,
+            "seconds": round(result.seconds, 1),
+            "learning_rate": args.learning_rate,
+            "pose_tokens": args.pose_tokens,
+            "corpus": args.corpus,
+            "seed": args.seed,
+            "base_model": args.model,
+        }
+    }
+    export_model(
+        model, tokenizer, args.output, scaling, target_length=length,
+        dtype=args.save_dtype, metadata=meta,
+    )  # fmt: skip
+    losses = ", ".join(f"{x:.4f}" for x in result.losses)
+    print(
+        f"{args.steps} step(s), {result.tokens} tokens in {result.seconds:.0f} s; losses {losses}"
+    )
+    print(f"wrote {args.output} (rope type longrope, max_position_embeddings {length})")
+    return 0
