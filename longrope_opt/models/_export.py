@@ -126,7 +126,15 @@ def export_model(
             model.save_pretrained(out)
         else:  # cast a copy of the weights: the in-memory model keeps its precision
             target = getattr(torch, dtype)
-            state = {k: v.to(target) for k, v in model.state_dict().items()}
+            # Cast each storage once, so tied weights (embeddings = LM head) stay shared and
+            # are saved once, as save_pretrained does for the model itself.
+            cast: dict[int, Any] = {}
+            state = {}
+            for key, value in model.state_dict().items():
+                ptr = value.data_ptr()
+                if ptr not in cast:
+                    cast[ptr] = value.to(target)
+                state[key] = cast[ptr]
             config.dtype = target
             model.save_pretrained(out, state_dict=state)
     finally:
