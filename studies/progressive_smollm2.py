@@ -47,6 +47,7 @@ from longrope_opt.space import PAPER_N_HAT
 from longrope_opt.space import SearchSpace
 from longrope_opt.studies import BASE_ATTR
 from longrope_opt.studies import base_record
+from longrope_opt.studies import run_study
 from longrope_opt.training import finetune
 
 
@@ -155,11 +156,9 @@ def search(storage: str, name: str, model, samples, space: SearchSpace, n_trials
         study.set_user_attr(BASE_ATTR, base_record(space.base, space.base_length))
     enqueue_seeds(study, sampler)
     objective = PerplexityObjective(model, samples, space=space, mode=mode, skip_tokens=512)
-    # The budget counts finished trials (a rerun must not add trials to a finished search).
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    done = len(study.get_trials(states=finished))
     start = time.perf_counter()
-    study.optimize(objective, n_trials=max(0, n_trials - done), show_progress_bar=True)
+    # `n_trials` is the study's total of finished trials: a rerun does not add any.
+    run_study(study, objective, n_trials=n_trials)
     seeds = {t.user_attrs["seed"]: t.value for t in study.trials if t.user_attrs.get("seed")}
     print(f"  {name}: best {study.best_value:.4f} (trial {study.best_trial.number}); seeds "
           + ", ".join(f"{k} {v:.4f}" for k, v in seeds.items())

@@ -94,27 +94,16 @@ def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
     """The searched `RopeScaling` from --factors or --study-name (None if neither)."""
     if args.factors and args.study_name:
         raise InvalidArgumentError("give `--factors` or `--study-name`, not both.")
-    if args.factors:
-        from longrope_opt.studies import load_factors
-
-        scaling = load_factors(args.factors)
-    elif args.study_name:
-        import optuna
-
-        from longrope_opt.studies import best_scaling
-        from longrope_opt.studies import make_storage
-        from longrope_opt.studies import resolve_storage_url
-
-        storage = make_storage(resolve_storage_url(args.storage))
-        try:
-            study = optuna.load_study(study_name=args.study_name, storage=storage)
-        except KeyError:
-            raise InvalidArgumentError(
-                f"`--study-name` {args.study_name!r} not found in the storage."
-            ) from None
-        scaling, _ = best_scaling(study)
-    else:
+    if not (args.factors or args.study_name):
         return None
+    from longrope_opt.studies import factors_with_length
+    from longrope_opt.studies import make_storage
+    from longrope_opt.studies import resolve_storage_url
+
+    storage = make_storage(resolve_storage_url(args.storage)) if args.study_name else None
+    scaling, _ = factors_with_length(
+        factors=args.factors, study_name=args.study_name, storage=storage
+    )
     try:
         return scaling.check(spec)
     except InvalidArgumentError as exc:

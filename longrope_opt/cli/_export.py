@@ -53,28 +53,19 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _load(storage: Any, name: str, flag: str) -> Any:
-    import optuna
-
-    try:
-        return optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise InvalidArgumentError(f"`{flag}` {name!r} not found; studies: {names}.") from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Load the study read-only and write the JSON (and the model directory when asked)."""
     from longrope_opt.studies import best_scaling
     from longrope_opt.studies import export_best
+    from longrope_opt.studies import load_named_study
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
     storage = make_storage(resolve_storage_url(args.storage))
-    study = _load(storage, args.study_name, "--study-name")
+    study = load_named_study(storage, args.study_name)
     short = None
     if args.short_study:
-        short, _ = best_scaling(_load(storage, args.short_study, "--short-study"))
+        short, _ = best_scaling(load_named_study(storage, args.short_study, flag="--short-study"))
     record = export_best(study, args.output)
     print(
         f"wrote {args.output}: trial {record['trial']}, value {record['value']:.4f}, n_hat {record['n_hat']}"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 from longrope_opt.cli._common import add_storage_flag
@@ -89,26 +87,14 @@ def add_parser(sub: Any) -> None:
 
 
 def _scaling(args: argparse.Namespace) -> tuple[Any, int | None]:
-    if bool(args.factors) == bool(args.study_name):
-        raise InvalidArgumentError("give exactly one of `--factors` or `--study-name`.")
-    if args.factors:
-        from longrope_opt.studies import load_factors
-
-        scaling = load_factors(args.factors)  # one-line errors for a missing/bad file
-        return scaling, json.loads(Path(args.factors).read_text()).get("target_length")
-    import optuna
-
-    from longrope_opt.studies import best_scaling
+    from longrope_opt.studies import factors_with_length
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
-    storage = make_storage(resolve_storage_url(args.storage))
-    try:
-        study = optuna.load_study(study_name=args.study_name, storage=storage)
-    except KeyError:
-        raise InvalidArgumentError(f"`--study-name` {args.study_name!r} not found.") from None
-    scaling, _ = best_scaling(study)
-    return scaling, study.user_attrs.get("provenance", {}).get("target_length")
+    if bool(args.factors) == bool(args.study_name):
+        raise InvalidArgumentError("give exactly one of `--factors` or `--study-name`.")
+    storage = make_storage(resolve_storage_url(args.storage)) if args.study_name else None
+    return factors_with_length(factors=args.factors, study_name=args.study_name, storage=storage)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from torch import nn
 from longrope_opt.patching._compat import default_inv_freq
 from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._compat import module_device
+from longrope_opt.patching._compat import rope_denominators
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
@@ -65,11 +66,7 @@ def _scaled_inv_freq(original: torch.Tensor, spec: RopeSpec, scaling: RopeScalin
     # transformers' `longrope` formula, 1 / (λ_fp32 · base^(2i/d)), so an exported model computes
     # the very same fp32 frequencies; λ = 1 still gives the default θ_i bit for bit (1·x = x).
     factors = torch.tensor(scaling.factors, dtype=torch.float32, device=original.device)
-    exponent = (
-        torch.arange(0, spec.rotary_dim, 2, dtype=torch.int64, device=original.device).float()
-        / spec.rotary_dim
-    )
-    return 1.0 / (factors * spec.base**exponent)  # (d/2,) fp32
+    return 1.0 / (factors * rope_denominators(spec.rotary_dim, spec.base, original.device))
 
 
 def _make_forward(

@@ -50,16 +50,21 @@ def find_rotary_modules(model: nn.Module) -> list[nn.Module]:
     return found
 
 
+def rope_denominators(rotary_dim: int, base: float, device: torch.device) -> torch.Tensor:
+    """base^(2i/d) in fp32, computed exactly as transformers' default and longrope init do."""
+    exponent = (
+        torch.arange(0, rotary_dim, 2, dtype=torch.int64).to(device, torch.float) / rotary_dim
+    )
+    return base**exponent  # (d/2,)
+
+
 def default_inv_freq(rotary_dim: int, base: float, device: torch.device) -> torch.Tensor:
     """θ_i = base^(−2i/d) in fp32, computed exactly as transformers does.
 
     Bit-for-bit the same as ``compute_default_rope_parameters``, so the identity scaling
     reproduces an unpatched model exactly (fp32 rounding of the exponent included).
     """
-    exponent = (
-        torch.arange(0, rotary_dim, 2, dtype=torch.int64).to(device, torch.float) / rotary_dim
-    )
-    return 1.0 / (base**exponent)  # (d/2,)
+    return 1.0 / rope_denominators(rotary_dim, base, device)  # (d/2,)
 
 
 def module_device(module: nn.Module) -> torch.device:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from longrope_opt.studies._export import best_scaling
 from longrope_opt.studies._export import export_best
+from longrope_opt.studies._export import factors_with_length
 from longrope_opt.studies._export import load_factors
+from longrope_opt.studies._export import load_named_study
 from longrope_opt.studies._export import rope_parameters
 from longrope_opt.studies._provenance import build_provenance
 from longrope_opt.studies._run import finished_trials
@@ -28,8 +30,10 @@ __all__ = [
     "best_scaling",
     "build_provenance",
     "export_best",
+    "factors_with_length",
     "finished_trials",
     "load_factors",
+    "load_named_study",
     "make_storage",
     "open_study",
     "resolve_base",

@@ -41,6 +41,29 @@ def rope_parameters(scaling: RopeScaling, spec: RopeSpec, target_length: int) ->
     return params
 
 
+def load_named_study(storage: Any, name: str, *, flag: str = "--study-name") -> optuna.Study:
+    """Load an existing study; an unknown name is a one-line error naming `flag` and the studies."""
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise InvalidArgumentError(f"`{flag}` {name!r} not found; studies: {names}.") from None
+
+
+def factors_with_length(
+    *, factors: str | None, study_name: str | None, storage: Any, flag: str = "--study-name"
+) -> tuple[RopeScaling, int | None]:
+    """Searched factors from a JSON file (`export_best`) or a study's best trial, with the target
+    length they were searched for (None when the source does not say)."""
+    if factors:
+        scaling = load_factors(factors)  # one-line errors for a missing or bad file
+        length = json.loads(Path(factors).read_text()).get("target_length")
+        return scaling, length if isinstance(length, int) else None
+    study = load_named_study(storage, str(study_name), flag=flag)
+    scaling, _ = best_scaling(study)
+    return scaling, study.user_attrs.get("provenance", {}).get("target_length")
+
+
 def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenTrial]:
     """The best trial's `RopeScaling` (λ in parameter order, n̂, t from its user attrs).
 

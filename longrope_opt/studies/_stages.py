@@ -6,16 +6,12 @@ and its workers all compose with the same factors without reading the source aga
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import optuna
-
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
-from longrope_opt.studies._export import best_scaling
-from longrope_opt.studies._export import load_factors
+from longrope_opt.studies._export import factors_with_length
 
 
 #: Study user attr of a secondary search: the base factors and the length they reach.
@@ -53,25 +49,18 @@ def resolve_base(
     if source == "config":
         return _from_config(model_config)
     if source.startswith("study:"):
-        name = source[len("study:") :]
-        try:
-            study = optuna.load_study(study_name=name, storage=storage)
-        except KeyError:
-            raise InvalidArgumentError(
-                f"`--base` study {name!r} not found in the storage."
-            ) from None
-        scaling, _ = best_scaling(study)
-        length = study.user_attrs.get("provenance", {}).get("target_length")
+        scaling, length = factors_with_length(
+            factors=None, study_name=source[len("study:") :], storage=storage, flag="--base study:"
+        )
         if not length:
-            raise InvalidArgumentError(f"`--base` study {name!r} records no target length.")
+            raise InvalidArgumentError(f"`--base` {source!r} records no target length.")
         return scaling, int(length)
     if not Path(source).is_file():
         raise InvalidArgumentError(
             f"`--base` must be 'config', 'study:NAME' or a factor JSON file, got {source!r}."
         )
-    scaling = load_factors(source)
-    length = json.loads(Path(source).read_text()).get("target_length")
-    if not isinstance(length, int):
+    scaling, length = factors_with_length(factors=source, study_name=None, storage=None)
+    if length is None:
         raise InvalidArgumentError(
             f"`--base` file {source!r} has no integer `target_length` (the length its factors reach)."
         )
