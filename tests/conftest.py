@@ -152,3 +152,38 @@ def postgres_url(tmp_path_factory: Any) -> Any:
     finally:
         subprocess.run(["bash", str(script), "stop", str(folder)], capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# ----- no silent skips in CI ----------------------------------------------------------------------
+# `.ci/run` sets LONGROPE_OPT_NO_SKIPS=1: a test that would skip there (a missing extra, no
+# PostgreSQL server, no browser) means the environment is incomplete, so the run must fail.
+_SKIPPED: list[str] = []
+
+
+def _strict() -> bool:
+    return os.environ.get("LONGROPE_OPT_NO_SKIPS") == "1"
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if _strict() and report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append(f"{report.nodeid}: {report.longrepr[-1] if report.longrepr else ''}")
+
+
+def pytest_collectreport(report: Any) -> None:
+    if _strict() and report.skipped:
+        _SKIPPED.append(f"{report.nodeid}: {report.longrepr[-1] if report.longrepr else ''}")
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    if _SKIPPED and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _SKIPPED:
+        terminalreporter.write_line(
+            f"LONGROPE_OPT_NO_SKIPS=1: {len(_SKIPPED)} test(s) skipped, which fails this run:",
+            red=True,
+        )
+        for line in _SKIPPED:
+            terminalreporter.write_line(f"  {line}", red=True)

@@ -150,8 +150,12 @@ class LongRoPESampler(SpaceSampler):
         super().reseed_rng()
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        # Tag every trial, enqueued seeds included, so seeds count in generation 0 and can be parents.
-        _state.assign(study, trial, self.generation_capacity)
+        # An enqueued trial (a seed, or the retry of a stale trial) is evaluated without ever
+        # reaching `sample_relative`, so it is tagged here: seeds count in generation 0 and can
+        # be parents. Every other trial is tagged when it is sampled, so a trial that never
+        # reaches the sampler (one refused by the study's budget) opens no generation.
+        if _state.is_enqueued(trial):
+            _state.assign(study, trial, self.generation_capacity)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -242,7 +246,7 @@ class LongRoPESampler(SpaceSampler):
             params = (
                 t.params
                 if t.state != TrialState.WAITING
-                else t.system_attrs.get("fixed_params", {})
+                else t.system_attrs.get(_state.FIXED_PARAMS_KEY, {})
             )
             genome = self._genome_of_params(params)
             if genome is not None:

@@ -27,6 +27,15 @@ PARENTS_KEY_PREFIX = "LongRoPESampler:parents:"
 CLAIM_KEY = "LongRoPESampler:claim"
 
 
+#: Where Optuna keeps an enqueued trial's parameters (`Study.enqueue_trial`).
+FIXED_PARAMS_KEY = "fixed_params"
+
+
+def is_enqueued(trial: FrozenTrial) -> bool:
+    """Whether `trial` was enqueued (its parameters are fixed, the sampler proposes nothing)."""
+    return FIXED_PARAMS_KEY in trial.system_attrs
+
+
 def trial_generation(trial: FrozenTrial) -> int | None:
     """The generation stored on `trial`, if any."""
     value = trial.system_attrs.get(GENERATION_KEY)

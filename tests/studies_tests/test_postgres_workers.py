@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from longrope_opt.cli import main
 from longrope_opt.samplers._state import GENERATION_KEY
 from longrope_opt.samplers._state import PARENTS_KEY_PREFIX
+from longrope_opt.samplers._state import is_enqueued
 from tests.studies_tests.test_processes import _candidate
 from tests.studies_tests.test_processes import _start
 
@@ -56,17 +57,23 @@ def test_four_workers_share_one_budget_exactly(tiny_model_dir, tiny_corpus, post
     candidates = [_candidate(t) for t in complete]
     assert len(set(candidates)) == total  # no candidate evaluated twice
     assert sum(t.user_attrs.get("seed") is not None for t in complete) == 3
-    # Generation bookkeeping: every trial tagged; no generation over its capacity; the parents
-    # of generation g are complete trials of g - 1 or parents of g - 1, at most K of them.
+    # Generation bookkeeping. A trial that never reached the sampler (two workers passed the
+    # budget check together; the later one's trial fails as surplus without sampling) opens no
+    # generation; every other trial is tagged, no generation is over its capacity, and the
+    # parents of a generation that was sampled are complete trials of g - 1 or parents of g - 1,
+    # at most K of them.
     attrs = study._storage.get_study_system_attrs(study._study_id)
     by_gen: dict[int, list] = {}
     for t in study.get_trials(deepcopy=False):
+        if "surplus" in t.user_attrs and not is_enqueued(t):
+            assert GENERATION_KEY not in t.system_attrs and not t.params
+            continue
         by_gen.setdefault(t.system_attrs[GENERATION_KEY], []).append(t)
     assert sorted(by_gen) == list(range(len(by_gen)))
     for g, trials in by_gen.items():
         assert len(trials) <= (P if g == 0 else N1 + N2)
-        if g == 0:
-            continue
+        if g == 0 or all(is_enqueued(t) for t in trials):
+            continue  # enqueued trials are evaluated without parents
         parents = attrs[f"{PARENTS_KEY_PREFIX}{g}"]
         pool = {t.number for t in by_gen[g - 1] if t.state == TrialState.COMPLETE}
         pool |= set(attrs.get(f"{PARENTS_KEY_PREFIX}{g - 1}", []))
