@@ -90,13 +90,13 @@ class SearchSpace:
             raise InvalidArgumentError(
                 f"`lambda_low` must be a finite number > 0, got {self.lambda_low}."
             )
-        if not self.lambda_high > self.lambda_low:
+        if not self.high > self.lambda_low:
             raise InvalidArgumentError(
                 f"`lambda_high` must be > lambda_low={self.lambda_low}, got {self.lambda_high}."
             )
-        if self.step < 0 or (self.step and self.step > self.lambda_high - self.lambda_low):
+        if self.step < 0 or (self.step and self.step > self.high - self.lambda_low):
             raise InvalidArgumentError(
-                f"`step` must be 0 or in (0, {self.lambda_high - self.lambda_low}], got {self.step}."
+                f"`step` must be 0 or in (0, {self.high - self.lambda_low}], got {self.step}."
             )
         n_hat = (self.n_hat,) if isinstance(self.n_hat, int) else tuple(self.n_hat)
         if n_hat == PAPER_N_HAT:  # the default set: keep what fits a short target
@@ -119,6 +119,12 @@ class SearchSpace:
             raise InvalidArgumentError(
                 f"`attention_bounds` must satisfy 0 < low < high, got {self.attention_bounds}."
             )
+
+    @property
+    def high(self) -> float:
+        """The highest factor (`lambda_high`, its default filled in)."""
+        assert self.lambda_high is not None  # __post_init__ fills the default
+        return float(self.lambda_high)
 
     def _relative_scale(self) -> float:
         L, target = self.spec.original_length, self.target_length
@@ -156,6 +162,7 @@ class SearchSpace:
         """The RoPE the searched λ rescale: the model's, with the base stage's length if any."""
         if self.base is None:
             return self.spec
+        assert self.base_length is not None  # checked with `base` in __post_init__
         return dataclasses.replace(self.spec, original_length=int(self.base_length))
 
     def seed_scalings(self) -> list[tuple[str, RopeScaling]]:
@@ -168,7 +175,7 @@ class SearchSpace:
             rel = self.relative_spec
             seeds = [(m, METHODS[m](rel, self.target_length)) for m in ("pi", "ntk", "yarn")]
             return [(m, RopeScaling(self.snap_bounds(sc.factors), method=m)) for m, sc in seeds]
-        n, cap = self.spec.n_factors, float(self.lambda_high)
+        n, cap = self.spec.n_factors, self.high
         d = 2 * n
         ramp = np.arange(n, dtype=np.float64) / max(n - 1, 1)
         return [
@@ -182,7 +189,7 @@ class SearchSpace:
 
     def snap_bounds(self, values: np.ndarray) -> np.ndarray:
         """Clip to [lambda_low, lambda_high] without rounding (seeds stay exact inside)."""
-        return np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.lambda_high)
+        return np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.high)
 
     @property
     def names(self) -> list[str]:
@@ -208,7 +215,7 @@ class SearchSpace:
         The LongRoPE sampler keeps its own proposals on the `step` grid (see `snap`).
         """
         dists: dict[str, BaseDistribution] = {
-            name: FloatDistribution(self.lambda_low, self.lambda_high) for name in self.names
+            name: FloatDistribution(self.lambda_low, self.high) for name in self.names
         }
         if len(self.n_hat) > 1:
             dists[N_HAT] = CategoricalDistribution(self.n_hat)
@@ -218,30 +225,55 @@ class SearchSpace:
 
     def snap(self, values: np.ndarray) -> np.ndarray:
         """Round factors to the `step` grid from `lambda_low`, clipped to the bounds."""
-        v = np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.lambda_high)
+        v = np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.high)
         if not self.step:
             return v
         k = np.round((v - self.lambda_low) / self.step)
-        return np.clip(
-            np.round(self.lambda_low + k * self.step, 10), self.lambda_low, self.lambda_high
-        )
+        return np.clip(np.round(self.lambda_low + k * self.step, 10), self.lambda_low, self.high)
+
+    def decode(self, params: Mapping[str, Any]) -> tuple[np.ndarray, int, float | None] | None:
+        """Trial parameters → ``(λ as proposed, n̂, t)``: no repair, no base; t is None unless
+        searched (and given). None when a λ is missing (e.g. a trial that was never sampled).
+
+        The one reading of trial parameters: `to_scaling`, the samplers and export build on it.
+        """
+        if not all(name in params for name in self.names):
+            return None
+        factors = np.array([float(params[name]) for name in self.names])
+        # A fixed n̂ / t is a property of the space: it wins over whatever the params carry.
+        n_hat = int(params[N_HAT]) if len(self.n_hat) > 1 and N_HAT in params else self.n_hat[0]
+        t = params.get(ATTENTION_SCALE) if self.attention == "search" else None
+        return factors, n_hat, None if t is None else float(t)
+
+    def encode(
+        self, factors: Any, n_hat: int, attention_scale: float | None = None
+    ) -> dict[str, Any]:
+        """``(λ, n̂, t)`` → trial parameters, values kept exactly (the inverse of `decode`).
+
+        n̂ outside the searched set becomes the set's first value; t (searched only) is clamped
+        to `attention_bounds`, None meaning the lower bound.
+        """
+        params: dict[str, Any] = {n: float(v) for n, v in zip(self.names, factors)}
+        if len(self.n_hat) > 1:
+            params[N_HAT] = int(n_hat) if n_hat in self.n_hat else self.n_hat[0]
+        if self.attention == "search":
+            lo, hi = self.attention_bounds
+            t = lo if attention_scale is None else float(attention_scale)
+            params[ATTENTION_SCALE] = min(max(t, lo), hi)
+        return params
 
     def to_scaling(self, params: Mapping[str, Any]) -> RopeScaling:
         """Trial parameters → the `RopeScaling` to evaluate (λ repaired by `repair`; fixed n̂ / t
         filled in; composed with `base` for a secondary search, so the result is absolute)."""
-        try:
-            factors = np.array([float(params[name]) for name in self.names])
-        except KeyError as exc:
-            raise InvalidArgumentError(
-                f"parameter {exc.args[0]!r} is missing from the trial."
-            ) from None
+        decoded = self.decode(params)
+        if decoded is None:
+            missing = next(name for name in self.names if name not in params)
+            raise InvalidArgumentError(f"parameter {missing!r} is missing from the trial.")
+        factors, n_hat, t = decoded
         if self.repair == "sort":
             factors = np.sort(factors)  # the one constraint policy every sampler shares
-        # A fixed n̂ / t is a property of the space: it wins over whatever the params carry.
-        n_hat = int(params[N_HAT]) if len(self.n_hat) > 1 and N_HAT in params else self.n_hat[0]
-        t = self.fixed_attention_scale
-        if t is None:
-            t = params.get(ATTENTION_SCALE, self.attention_bounds[0])
+        fixed = self.fixed_attention_scale
+        t = fixed if fixed is not None else (self.attention_bounds[0] if t is None else t)
         scaling = RopeScaling(factors, n_hat, float(t), method="searched")
         return scaling if self.base is None else compose(self.base, scaling)
 
@@ -249,13 +281,14 @@ class SearchSpace:
         """`RopeScaling` in this space's terms (relative to `base`) → trial parameters (for
         enqueuing seeds). Values are kept exactly."""
         scaling.check(self.spec)
-        params: dict[str, Any] = {n: float(v) for n, v in zip(self.names, scaling.factors)}
-        if len(self.n_hat) > 1:
-            params[N_HAT] = scaling.n_hat if scaling.n_hat in self.n_hat else self.n_hat[0]
-        if self.attention == "search":
-            lo, hi = self.attention_bounds
-            params[ATTENTION_SCALE] = min(max(scaling.attention_scale, lo), hi)
-        return params
+        return self.encode(scaling.factors, scaling.n_hat, scaling.attention_scale)
+
+    def is_repaired(self, params: Mapping[str, Any]) -> bool:
+        """Whether `to_scaling` evaluates other λ than `params` hold (a non-monotone proposal)."""
+        decoded = self.decode(params)
+        return (
+            self.repair == "sort" and decoded is not None and bool(np.any(np.diff(decoded[0]) < 0))
+        )
 
     def suggest(self, trial: Any) -> RopeScaling:
         """Ask `trial` for every parameter (in a fixed order) and build the `RopeScaling`."""
@@ -264,5 +297,6 @@ class SearchSpace:
             if isinstance(dist, CategoricalDistribution):
                 params[name] = trial.suggest_categorical(name, dist.choices)
             else:
+                assert isinstance(dist, FloatDistribution)
                 params[name] = trial.suggest_float(name, dist.low, dist.high, step=dist.step)
         return self.to_scaling(params)

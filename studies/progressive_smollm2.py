@@ -36,18 +36,13 @@ from longrope_opt import RopeSpec
 from longrope_opt.data import load_samples
 from longrope_opt.models import export_model
 from longrope_opt.models import load_model
-from longrope_opt.objectives import PerplexityObjective
 from longrope_opt.objectives import evaluate_perplexity
 from longrope_opt.rope import ShortLongScaling
 from longrope_opt.rope import none
 from longrope_opt.rope import yarn
-from longrope_opt.samplers import LongRoPESampler
-from longrope_opt.samplers import enqueue_seeds
-from longrope_opt.space import PAPER_N_HAT
-from longrope_opt.space import SearchSpace
-from longrope_opt.studies import BASE_ATTR
-from longrope_opt.studies import base_record
-from longrope_opt.studies import run_study
+from longrope_opt.studies import SearchConfig
+from longrope_opt.studies import best_scaling
+from longrope_opt.studies import run_search
 from longrope_opt.training import finetune
 
 
@@ -81,13 +76,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-two-scales", action="store_true",
                    help="skip the recovery variant with t = 1 for short inputs (needs our loader)")  # fmt: skip
     return p.parse_args()
-
-
-def held_out(corpus: str, tokenizer, length: int, k: int, seed: int, exclude: set[str]):
-    """`k` samples of `length` tokens from documents not in `exclude` (the table's documents)."""
-    pool = load_samples(corpus, tokenizer, length, k + len(exclude), seed)
-    kept = [s for s, d in zip(pool, pool.doc_ids) if d not in exclude][:k]
-    return kept
 
 
 class Table:
@@ -136,34 +124,17 @@ class Table:
         return "\n".join(lines) + "\n"
 
 
-def search(storage: str, name: str, model, samples, space: SearchSpace, n_trials: int,
-           mode: str, seed: int) -> RopeScaling:  # fmt: skip
-    """Run (or resume) one LongRoPE search to `n_trials`; return the best absolute scaling."""
-    sampler = LongRoPESampler(
-        space=space, population_size=8, num_mutations=4, num_crossovers=4, num_parents=4, seed=seed
-    )
-    study = optuna.create_study(
-        study_name=name,
-        storage=storage,
-        sampler=sampler,
-        direction="minimize",
-        load_if_exists=True,
-        # No pruning: Optuna's default MedianPruner would act on the per-sample reports.
-        pruner=optuna.pruners.NopPruner(),
-    )
-    study.set_user_attr("provenance", {"target_length": space.target_length})
-    if space.base is not None:  # so `longrope-opt export` composes this study's factors too
-        study.set_user_attr(BASE_ATTR, base_record(space.base, space.base_length))
-    enqueue_seeds(study, sampler)
-    objective = PerplexityObjective(model, samples, space=space, mode=mode, skip_tokens=512)
-    start = time.perf_counter()
-    # `n_trials` is the study's total of finished trials: a rerun does not add any.
-    run_study(study, objective, n_trials=n_trials)
+def search(storage: str, name: str, config: SearchConfig, model, tokenizer,
+           n_trials: int) -> RopeScaling:  # fmt: skip
+    """Run (or resume) one search to `n_trials` finished trials; return its best absolute factors."""
+    result = run_search(config, storage=storage, study_name=name, n_trials=n_trials,
+                        model=model, tokenizer=tokenizer)  # fmt: skip
+    study = result.study
     seeds = {t.user_attrs["seed"]: t.value for t in study.trials if t.user_attrs.get("seed")}
     print(f"  {name}: best {study.best_value:.4f} (trial {study.best_trial.number}); seeds "
           + ", ".join(f"{k} {v:.4f}" for k, v in seeds.items())
-          + f"; {time.perf_counter() - start:.0f} s", flush=True)  # fmt: skip
-    return space.to_scaling(study.best_params)
+          + f"; {result.seconds:.0f} s", flush=True)  # fmt: skip
+    return best_scaling(study)[0]
 
 
 def main() -> None:
@@ -173,7 +144,6 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{work / 'progressive.db'}"
     lengths = [int(x) for x in args.eval_lengths.split(",")]
-    n_hat = PAPER_N_HAT if args.n_hat == "search" else int(args.n_hat)
     L1, L2 = args.first_length, args.second_length
     factors_path = work / "factors.json"
     factors = json.loads(factors_path.read_text()) if factors_path.exists() else {}
@@ -189,17 +159,22 @@ def main() -> None:
     print(f"  table documents: {sorted(table.doc_ids)} (held out of search and training)")
     table.measure("base model, no scaling", model, none(spec))
 
-    def search_samples(length: int):
+    def search_config(length: int, **space) -> SearchConfig:
         # The skip proxy reads 512 real tokens per document (positions spread over `length`),
         # so any document of a few thousand tokens serves; truncate needs whole-length ones.
-        n = min(length, 4096) if args.search_mode == "skip" else length
-        return held_out(args.corpus, tokenizer, n, args.search_samples, args.seed, table.doc_ids)
+        skip = args.search_mode == "skip" and length > spec.original_length
+        return SearchConfig(
+            model=args.model, corpus=args.corpus, seed=args.seed, target_length=length,
+            samples=args.search_samples if length > spec.original_length else 1,
+            sampler_options=dict(population_size=8, num_mutations=4, num_crossovers=4,
+                                 num_parents=4),
+            objective_options={"mode": args.search_mode if skip else "truncate",
+                               "skip_tokens": 512},
+            sample_length=min(length, 4096) if skip else None,
+            exclude_docs=sorted(table.doc_ids), **{"n_hat": args.n_hat, **space},
+        )  # fmt: skip
 
-    space1 = SearchSpace(spec, L1, n_hat=n_hat)
-    samples = search_samples(L1)
-    stage1 = search(
-        storage, f"stage1-{L1}", model, samples, space1, args.trials, args.search_mode, args.seed
-    )
+    stage1 = search(storage, f"stage1-{L1}", search_config(L1), model, tokenizer, args.trials)
     save("stage1", stage1)
     table.measure(f"stage 1: {L1 // 1024}k factors, base model", model, stage1)
     del model
@@ -209,9 +184,8 @@ def main() -> None:
     print(f"[2/5] fine-tune with the stage-1 factors at {L1} -> {ft_dir}", flush=True)
     if not (ft_dir / "config.json").exists():
         model, tokenizer = load_model(args.model, dtype="float32")
-        train = held_out(
-            args.corpus, tokenizer, L1, args.finetune_steps, args.seed + 100, table.doc_ids
-        )
+        train = load_samples(args.corpus, tokenizer, L1, args.finetune_steps, args.seed + 100,
+                             exclude=table.doc_ids)  # fmt: skip
         result = finetune(
             model, list(train), stage1, steps=args.finetune_steps, learning_rate=args.learning_rate,
             pose_tokens=None if args.full_length else args.pose_tokens, seed=args.seed,
@@ -232,32 +206,22 @@ def main() -> None:
     print(
         f"[3/5] stage 2: search {L2} on the fine-tuned model, relative to its factors", flush=True
     )
-    space2 = SearchSpace(spec, L2, n_hat=n_hat, base=stage1, base_length=L1)
-    samples = search_samples(L2)
-    stage2 = search(
-        storage, f"stage2-{L2}", model, samples, space2, args.trials, args.search_mode, args.seed
-    )
+    # Relative to the fine-tuned model's own (stage-1) factors, read from its config.
+    stage2 = search(storage, f"stage2-{L2}", search_config(L2, model=str(ft_dir), base="config"),
+                    model, tokenizer, args.trials)  # fmt: skip
     save("stage2", stage2)
     table.measure(f"stage 2: {L2 // 1024}k factors, fine-tuned model", model, stage2)
 
     print(
         f"[4/5] recovery: short factors at {args.short_length} (cap {args.short_cap})", flush=True
     )
-    space3 = SearchSpace(spec, args.short_length, lambda_high=args.short_cap, n_hat=0,
-                         attention_value=stage2.attention_scale)  # fmt: skip
-    short_samples = held_out(
-        args.corpus, tokenizer, args.short_length, 1, args.seed, table.doc_ids
-    )
-    short = search(
-        storage,
-        f"short-{args.short_length}",
-        model,
-        short_samples,
-        space3,
-        args.short_trials,
-        "truncate",
-        args.seed,
-    )
+
+    def recovery_config(t: float) -> SearchConfig:
+        return search_config(args.short_length, model=str(ft_dir), recovery=True,
+                             lambda_max=args.short_cap, n_hat=0, attention=repr(t))  # fmt: skip
+
+    short = search(storage, f"short-{args.short_length}",
+                   recovery_config(stage2.attention_scale), model, tokenizer, args.short_trials)  # fmt: skip
     save("short", short)
     pair = ShortLongScaling(short, stage2, spec.original_length)
     table.measure("stage 3: short + long factors, fine-tuned", model, pair)
@@ -283,10 +247,8 @@ def main() -> None:
         # long factors' t. With t = 1 for short inputs the export needs longrope_opt's loader.
         print("[5b] recovery with t = 1 for short inputs (two attention scales)", flush=True)
         model, tokenizer = load_model(str(ft_dir))
-        space4 = SearchSpace(spec, args.short_length, lambda_high=args.short_cap, n_hat=0,
-                             attention_value=1.0)  # fmt: skip
-        short1 = search(storage, f"short-{args.short_length}-t1", model, short_samples, space4,
-                        args.short_trials, "truncate", args.seed)  # fmt: skip
+        short1 = search(storage, f"short-{args.short_length}-t1", recovery_config(1.0),
+                        model, tokenizer, args.short_trials)  # fmt: skip
         save("short_t1", short1)
         pair1 = ShortLongScaling(short1, stage2, spec.original_length)
         table.measure("stage 3b: short factors with t = 1, fine-tuned", model, pair1)

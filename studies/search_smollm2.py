@@ -1,71 +1,30 @@
-"""A LongRoPE search written as a plain Optuna study, the way a user would, with the public API.
+"""A LongRoPE search as a script, with the public API: one `SearchConfig`, one `run_search`.
 
-    python studies/search_smollm2.py                          # 16k, short budget
-    python studies/search_smollm2.py --target-length 32768 --n-trials 200 --storage sqlite:///smol.db
+    python studies/search_smollm2.py                          # 16k, 12 trials
+    python studies/search_smollm2.py 32768 200                # target length, total trials
 
-Rerunning with the same storage and study name continues the search (all state is in the study).
+Rerunning continues the study (all state is in it); `longrope-opt worker --storage
+sqlite:///longrope-study.db --study-name smollm2-study` joins it from another process. The README
+shows the same search built by hand from the sampler, the space and the objective.
 """
 
-from __future__ import annotations
+import sys
 
-import argparse
-
-import optuna
-
-from longrope_opt import RopeSpec
-from longrope_opt.data import load_samples
-from longrope_opt.models import load_model
-from longrope_opt.objectives import PerplexityObjective
-from longrope_opt.samplers import LongRoPESampler
-from longrope_opt.samplers import enqueue_seeds
-from longrope_opt.space import SearchSpace
+from longrope_opt.studies import SearchConfig
+from longrope_opt.studies import run_search
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--corpus", default="builtin")
-    parser.add_argument("--target-length", type=int, default=16384)
-    parser.add_argument("--samples", type=int, default=1)
-    parser.add_argument("--n-trials", type=int, default=12)
-    parser.add_argument("--storage", default="sqlite:///longrope-study.db")
-    parser.add_argument("--study-name", default="smollm2-study")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    model, tokenizer = load_model(args.model)
-    spec = RopeSpec.from_config(model.config)
-    space = SearchSpace(spec, args.target_length)  # λ ∈ [1, 1.25·s], paper n̂ set, LongRoPE t
-    samples = load_samples(args.corpus, tokenizer, args.target_length, args.samples, args.seed)
-
-    sampler = LongRoPESampler(
-        space=space,
-        population_size=8,
-        num_mutations=4,
-        num_crossovers=4,
-        num_parents=4,
-        seed=args.seed,
-    )
-    study = optuna.create_study(
-        study_name=args.study_name,
-        storage=args.storage,
-        sampler=sampler,
-        direction="minimize",
-        load_if_exists=True,
-    )
-    enqueue_seeds(study, sampler)  # PI, NTK, YaRN as visible trials (once)
-    done = len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
-    study.optimize(
-        PerplexityObjective(model, samples, space=space), n_trials=max(0, args.n_trials - done)
-    )
-
-    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
-        if t.user_attrs.get("seed"):
-            print(f"seed {t.user_attrs['seed']:<5} perplexity {t.value:.4f}")
-    print(f"best       perplexity {study.best_value:.4f} (trial {study.best_trial.number})")
-
-
-if __name__ == "__main__":
-    main()
+target, total = (int(x) for x in (sys.argv[1:] or [16384, 12]))
+config = SearchConfig(
+    model="smollm2-135m",
+    target_length=target,
+    samples=1,
+    sampler_options=dict(population_size=8, num_mutations=4, num_crossovers=4, num_parents=4),
+)
+result = run_search(config, storage="sqlite:///longrope-study.db", study_name="smollm2-study",
+                    n_trials=total)  # fmt: skip
+study = result.study
+for t in study.trials:
+    if t.user_attrs.get("seed") and t.value is not None:
+        print(f"seed {t.user_attrs['seed']:<5} perplexity {t.value:.4f}")
+print(f"best       perplexity {study.best_value:.4f} (trial {study.best_trial.number})")

@@ -68,6 +68,17 @@ def add_evolution_flags(group: Any, *, p: int, n1: int, n2: int, k: int) -> None
     group.add_argument("--mutation-prob", type=float, default=0.3, help="p (0.3)")
 
 
+def text_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The `SearchConfig` fields every search command shares: model, text and target length."""
+    return {
+        "model": args.model,
+        "corpus": args.corpus,
+        "samples": args.samples,
+        "seed": args.seed,
+        "target_length": args.target_length,
+    }
+
+
 def evolution_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The `LongRoPESampler` keyword arguments those flags hold."""
     return {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from longrope_opt.cli._common import add_evolution_flags
@@ -11,7 +10,11 @@ from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import evolution_kwargs
+from longrope_opt.cli._common import text_kwargs
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.samplers import DEFAULT_SAMPLERS
+from longrope_opt.samplers import SAMPLERS
+from longrope_opt.studies import SearchConfig
 
 
 EXAMPLES = """examples:
@@ -26,8 +29,6 @@ EXAMPLES = """examples:
 
 def add_parser(sub: Any) -> None:
     """Register the subcommand."""
-    from longrope_opt.studies._compare import DEFAULT_SAMPLERS
-
     parser = add_subcommand(
         sub,
         "compare",
@@ -46,8 +47,7 @@ def add_parser(sub: Any) -> None:
     cmp.add_argument(
         "--samplers",
         default=",".join(DEFAULT_SAMPLERS),
-        help="comma-separated: longrope, evolution (plain: random start, no dedup, no pruning), "
-        "ngopt, cma, twopointsde, pso, oneplusone, tpe, cmaes, random (default: all but oneplusone)",
+        help=f"comma-separated names (default: all but oneplusone): {SAMPLERS.help_text()}",
     )
     cmp.add_argument("--pruner", default="wilcoxon", choices=["wilcoxon", "none"])
     cmp.add_argument("--target-length", type=int, default=16384, help="L' (default 16384)")
@@ -77,34 +77,56 @@ def _objective_label(args: argparse.Namespace) -> str:
     return f"perplexity of {args.samples} sample(s) truncated to {args.target_length} tokens"
 
 
+def config_from_args(args: argparse.Namespace) -> SearchConfig:
+    """The search every study of the comparison shares (sampler and seed are set per study)."""
+    options: dict[str, Any] = {"report": "sample"}
+    if args.mode == "skip":
+        options.update(mode="skip", skip_tokens=args.skip_tokens, skip_chunks=args.skip_chunks)
+    return SearchConfig(
+        **text_kwargs(args),
+        sampler_options=evolution_kwargs(args),
+        objective_options=options,
+        pruner=args.pruner,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the missing studies, then report from storage."""
+    from longrope_opt.samplers import check_sampler_names
+    from longrope_opt.studies import format_table
+    from longrope_opt.studies import full_eval_tokens
     from longrope_opt.studies import make_storage
+    from longrope_opt.studies import read_comparison
     from longrope_opt.studies import resolve_storage_url
-    from longrope_opt.studies._compare import check_sampler_names
-    from longrope_opt.studies._compare_report import format_table
-    from longrope_opt.studies._compare_report import full_eval_tokens
-    from longrope_opt.studies._compare_report import read_comparison
-    from longrope_opt.studies._compare_report import write_html
+    from longrope_opt.studies import run_comparison
+    from longrope_opt.studies import write_html
 
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]
     check_sampler_names(samplers)
-    for flag in ("budget", "seeds", "samples"):
+    for flag in ("budget", "seeds", "samples", "skip_tokens", "skip_chunks"):
         if getattr(args, flag) < 1:
-            raise InvalidArgumentError(f"`--{flag}` must be >= 1, got {getattr(args, flag)}.")
+            raise InvalidArgumentError(
+                f"`--{flag.replace('_', '-')}` must be >= 1, got {getattr(args, flag)}."
+            )
+    config = config_from_args(args)
     seeds = list(range(args.seeds))
     prefix = args.study_prefix or (
         f"compare-{args.model.replace('/', '_')}-{args.target_length}-{args.mode}"
     )
     url = resolve_storage_url(args.storage)
     storage = make_storage(url)
-    pending = _pending(storage, prefix, samplers, seeds, args.budget)
-    if pending:
-        try:
-            _run_pending(args, storage, prefix, pending)
-        except KeyboardInterrupt:
-            print("\ninterrupted: every study is consistent; rerun the same command to resume.")
-            return 130
+
+    def announce(i: int, n: int, name: str) -> None:
+        print(f"[{i + 1}/{n}] {name}", flush=True)
+
+    try:
+        run_comparison(
+            config, storage=storage, prefix=prefix, samplers=samplers, seeds=seeds,
+            budget=args.budget, dtype=args.dtype, fuse=args.fuse, on_study=announce,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        print("\ninterrupted: every study is consistent; rerun the same command to resume.")
+        return 130
     summaries, missing = read_comparison(storage, prefix, samplers, seeds, args.budget)
     full = full_eval_tokens(summaries)
     label = _objective_label(args)
@@ -119,85 +141,3 @@ def run(args: argparse.Namespace) -> int:
     write_html(summaries, args.html, title=f"{prefix}: {label}", full_tokens=full)
     print(f"plot: {args.html}")
     return 0
-
-
-def _pending(
-    storage: Any, prefix: str, samplers: list[str], seeds: list[int], budget: int
-) -> list:
-    import optuna
-
-    from longrope_opt.studies import finished_trials
-    from longrope_opt.studies._compare import comparison_study_name
-
-    existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    pending = []
-    # Seed-major: an interrupted comparison still holds complete seeds for every sampler.
-    for seed in seeds:
-        for sampler in samplers:
-            name = comparison_study_name(prefix, sampler, seed)
-            if name in existing:
-                study = optuna.load_study(study_name=name, storage=storage)
-                if finished_trials(study) >= budget:
-                    continue
-            pending.append((sampler, seed, name))
-    return pending
-
-
-def _run_pending(args: argparse.Namespace, storage: Any, prefix: str, pending: list) -> None:
-    import optuna
-
-    from longrope_opt import RopeSpec
-    from longrope_opt.data import load_samples
-    from longrope_opt.models import load_model
-    from longrope_opt.objectives import PerplexityObjective
-    from longrope_opt.space import SearchSpace
-    from longrope_opt.studies import open_study
-    from longrope_opt.studies import run_study
-    from longrope_opt.studies._compare import make_pruner
-    from longrope_opt.studies._compare import make_sampler
-    from longrope_opt.studies._provenance import provenance_of
-
-    for sampler, _, _ in pending:  # fail on a missing extra before the model loads
-        make_pruner(args.pruner, sampler)
-    model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
-    spec = RopeSpec.from_config(model.config)
-    space = SearchSpace(spec, args.target_length)
-    length = args.skip_tokens if args.mode == "skip" else args.target_length
-    samples = load_samples(args.corpus, tokenizer, length, args.samples, args.seed)
-    objective = PerplexityObjective(
-        model,
-        samples,
-        space=space,
-        mode=args.mode,
-        skip_tokens=args.skip_tokens,
-        skip_chunks=args.skip_chunks,
-        report="sample",
-    )
-    provenance = provenance_of(
-        model_name=args.model,
-        model=model,
-        spec=spec,
-        target_length=args.target_length,
-        samples=samples,
-        seed=args.seed,
-        objective=f"perplexity-{args.mode}"
-        + (f"-{args.skip_tokens}x{args.skip_chunks}" if args.mode == "skip" else ""),
-    )
-    evolution = evolution_kwargs(args)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for i, (name, seed, study_name) in enumerate(pending):
-        sampler = make_sampler(
-            name, space=space, seed=seed, budget=args.budget, evolution=evolution
-        )
-        study = open_study(
-            storage=storage,
-            study_name=study_name,
-            sampler=sampler,
-            provenance=provenance,
-            spec=spec,
-            pruner=make_pruner(args.pruner, name),
-        )
-        print(f"[{i + 1}/{len(pending)}] {study_name}", flush=True)
-        start = time.perf_counter()
-        run_study(study, objective, n_trials=args.budget, graceful_interrupt=True)
-        print(f"    done in {time.perf_counter() - start:.0f} s", flush=True)

@@ -183,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
                 )  # fmt: skip
                 value, detail = res.accuracy, f"{sum(res.correct)}/{len(res.correct)} keys"
             else:
+                assert samples is not None  # loaded above for every task but passkey
                 result = evaluate_perplexity(
                     model, samples, scaling, mode=args.mode, stride=args.stride, window=length,
                     progress=True,

@@ -77,17 +77,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
     from longrope_opt import RopeSpec
+    from longrope_opt.models import as_pair
     from longrope_opt.models import export_model
     from longrope_opt.models import load_model
-    from longrope_opt.models._export import as_pair
-    from longrope_opt.models._export import needs_loader
+    from longrope_opt.models import needs_loader
     from longrope_opt.rope import ShortLongScaling
+    from longrope_opt.studies import SearchConfig
     from longrope_opt.studies import best_scaling
 
     long, best = best_scaling(study)
-    model_name = args.model or study.user_attrs.get("search_config", {}).get("model")
+    model_name = args.model
     if not model_name:
-        raise InvalidArgumentError(f"study {study.study_name!r} records no model; give `--model`.")
+        try:
+            model_name = SearchConfig.from_study(study).model
+        except InvalidArgumentError:
+            raise InvalidArgumentError(
+                f"study {study.study_name!r} records no model; give `--model`."
+            ) from None
     target = study.user_attrs.get("provenance", {}).get("target_length")
     model, tokenizer = load_model(model_name, dtype="float32")
     spec = RopeSpec.from_config(model.config)

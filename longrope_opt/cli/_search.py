@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from typing import Any
 
 from longrope_opt.cli._common import add_evolution_flags
@@ -13,7 +12,11 @@ from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import evolution_kwargs
-from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.cli._common import text_kwargs
+from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.samplers import EVOLUTION_SAMPLERS
+from longrope_opt.samplers import SAMPLERS
+from longrope_opt.studies import SearchConfig
 
 
 EXAMPLES = """examples:
@@ -28,7 +31,7 @@ EXAMPLES = """examples:
   # progressive extension: search 32k on a model fine-tuned at 16k (factors relative to its own)
   longrope-opt search --model ft-16k/ --base config --target-length 32768 --study-name ft-32k
   # short-context recovery: short factors at the trained length, lower cap, the long factors' t
-  longrope-opt search --model ft-16k/ --target-length 8192 --lambda-max 1.5 --n-hat 0 --attention 1.0377
+  longrope-opt search --model ft-16k/ --recovery --target-length 8192 --lambda-max 1.5 --n-hat 0 --attention 1.0377
 """
 
 
@@ -54,13 +57,12 @@ def add_parser(sub: Any) -> None:
     )
     study.add_argument("--timeout", type=float, default=None, help="stop this run after SECONDS")
     study.add_argument(
-        "--objective", default="perplexity", help="objective name (default perplexity)"
+        "--objective",
+        default="perplexity",
+        help=f"objective name (default perplexity): {OBJECTIVES.help_text()}",
     )
     study.add_argument(
-        "--sampler",
-        default="longrope",
-        help="longrope (default), evolution, ngopt, cma, twopointsde, pso, oneplusone, tpe, "
-        "cmaes or random",
+        "--sampler", default="longrope", help=f"sampler name: {SAMPLERS.help_text()}"
     )
     add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
@@ -99,147 +101,60 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _attention(value: str) -> tuple[str, float | None]:
-    try:
-        return "none", float(value)
-    except ValueError:
-        return value, None
-
-
-def _space(args: argparse.Namespace, spec: Any, base: Any = None) -> Any:
-    from longrope_opt.space import PAPER_N_HAT
-    from longrope_opt.space import SearchSpace
-
-    if args.n_hat == "search":
-        n_hat: Any = PAPER_N_HAT
-    else:
-        try:
-            n_hat = int(args.n_hat)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"`--n-hat` must be 'search' or an integer >= 0, got {args.n_hat!r}."
-            ) from None
-    recovery = bool(getattr(args, "recovery", False))
-    if recovery != (args.target_length <= spec.original_length):
-        if recovery:
-            raise InvalidArgumentError(
-                f"`--target-length` must be <= the trained length {spec.original_length} with "
-                f"--recovery, got {args.target_length}."
-            )
-        spec.scale(args.target_length)  # the usual one-line error, naming the trained length
-    if recovery and base is not None:
-        raise InvalidArgumentError(
-            "`--base` and --recovery exclude each other: short factors are absolute."
-        )
-    attention, value = _attention(args.attention)
-    scaling, length = base if base is not None else (None, None)
-    return SearchSpace(
-        spec,
-        args.target_length,
-        n_hat=n_hat,
-        attention=attention,
-        attention_value=value,
-        lambda_high=getattr(args, "lambda_max", None),
-        base=scaling,
-        base_length=length,
+def config_from_args(args: argparse.Namespace) -> SearchConfig:
+    """The `SearchConfig` the flags describe (the CLI's only job before `run_search`)."""
+    return SearchConfig(
+        **text_kwargs(args),
+        n_hat=args.n_hat,
+        attention=args.attention,
+        lambda_max=args.lambda_max,
+        recovery=args.recovery,
+        base=args.base,
+        sampler=args.sampler,
+        sampler_options=evolution_kwargs(args) if args.sampler in EVOLUTION_SAMPLERS else {},
+        objective=args.objective,
     )
-
-
-#: The flags a `worker` needs to rebuild the same search (stored in the study's user attrs).
-CONFIG_KEYS = (
-    "model", "corpus", "samples", "seed", "target_length", "objective", "sampler",
-    "population_size", "num_mutations", "num_crossovers", "num_parents", "mutation_prob",
-    "n_hat", "attention", "lambda_max", "base", "recovery",
-)  # fmt: skip
-CONFIG_ATTR = "search_config"
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load, open or resume the study, run to the budget, print best vs seeds."""
-    return execute(args, role="search")
+    """Parse flags into a config, run (or resume) its study, print best vs seeds."""
+    return execute(
+        config_from_args(args),
+        storage=args.storage,
+        study_name=args.study_name,
+        n_trials=args.n_trials,
+        timeout=args.timeout,
+        dtype=args.dtype,
+        fuse=args.fuse,
+        heartbeat_interval=args.heartbeat_interval,
+        store_total=True,
+    )
 
 
-def execute(args: argparse.Namespace, *, role: str) -> int:
-    """The search loop shared by `search` and `worker` (a worker's args come from the study)."""
+def execute(
+    config: SearchConfig, *, storage: str | None, study_name: str | None, **run: Any
+) -> int:
+    """`run_search` with the CLI's messages (shared by `search` and `worker`)."""
     import optuna
 
-    from longrope_opt import RopeSpec
-    from longrope_opt.data import load_samples
-    from longrope_opt.models import load_model
-    from longrope_opt.objectives import get_objective_factory
+    from longrope_opt.studies import load_named_study
     from longrope_opt.studies import make_storage
-    from longrope_opt.studies import open_study
     from longrope_opt.studies import resolve_storage_url
-    from longrope_opt.studies import run_study
-    from longrope_opt.studies._compare import check_sampler_names
-    from longrope_opt.studies._compare import make_sampler
-    from longrope_opt.studies._provenance import provenance_of
-    from longrope_opt.studies._stages import BASE_ATTR
-    from longrope_opt.studies._stages import base_record
-    from longrope_opt.studies._stages import resolve_base
+    from longrope_opt.studies import run_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    url = resolve_storage_url(args.storage)
-    factory = get_objective_factory(args.objective)
-    check_sampler_names([args.sampler])
-    if args.samples < 1:
-        raise InvalidArgumentError(f"`--samples` must be >= 1, got {args.samples}.")
-    if args.n_trials is not None and args.n_trials < 1:
-        raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {args.n_trials}.")
-    # Fail on a bad database before the model loads.
-    storage = make_storage(url, heartbeat_interval=args.heartbeat_interval or None)
-    model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
-    spec = RopeSpec.from_config(model.config)
-    base = None
-    if getattr(args, "base", None) is not None:
-        base = resolve_base(args.base, model_config=model.config, storage=storage)
-        args.base = base_record(*base)  # what the study and its workers keep
-    space = _space(args, spec, base)  # validates the target length against the model
-    samples = load_samples(args.corpus, tokenizer, args.target_length, args.samples, args.seed)
-    evolution = evolution_kwargs(args)
-    sampler = make_sampler(
-        args.sampler,
-        space=space,
-        seed=args.seed,
-        budget=args.n_trials or 1000,
-        evolution=evolution,
-    )
-    name = args.study_name or f"{args.model.replace('/', '_')}-{args.target_length}"
-    provenance = provenance_of(
-        model_name=args.model,
-        model=model,
-        spec=spec,
-        target_length=args.target_length,
-        samples=samples,
-        seed=args.seed,
-        objective=args.objective,
-    )
-    config = {key: getattr(args, key, None) for key in CONFIG_KEYS}
-    study = open_study(
-        storage=storage,
-        study_name=name,
-        sampler=sampler,
-        provenance=provenance,
-        spec=spec,
-        config={CONFIG_ATTR: config, **({BASE_ATTR: args.base} if base else {})},
-    )
-    if role == "search" and args.n_trials is not None:
-        study.set_user_attr("n_trials", args.n_trials)  # the study's total, for its workers
-    objective = factory(model, samples, space=space, progress=True)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    start = time.perf_counter()
+    url = resolve_storage_url(storage)
+    name = study_name or config.default_study_name()
     try:
-        done = run_study(
-            study, objective, n_trials=args.n_trials, timeout=args.timeout, graceful_interrupt=True
-        )
+        result = run_search(config, storage=url, study_name=name, graceful_interrupt=True, **run)
     except KeyboardInterrupt:
         print(f"\ninterrupted: study {name!r} is consistent; rerun the same command to resume.")
-        print_summary(study)
+        print_summary(load_named_study(make_storage(url), name))
         return 130
     print(
-        f"\n{done} trial(s) finished in {time.perf_counter() - start:.0f} s; study {name!r} in {url}"
+        f"\n{result.finished} trial(s) finished in {result.seconds:.0f} s; study {name!r} in {url}"
     )
-    print_summary(study)
+    print_summary(result.study)
     return 0
 
 

@@ -65,11 +65,12 @@ def _warn_if_sqlite_is_shared(url: str, study: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read the study's search config, then run the search loop as a worker."""
+    """Rebuild the study's `SearchConfig`, then run the same search loop as `search`."""
     import optuna
 
-    from longrope_opt.cli._search import CONFIG_ATTR
     from longrope_opt.cli._search import execute
+    from longrope_opt.studies import TOTAL_KEY
+    from longrope_opt.studies import SearchConfig
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
@@ -82,26 +83,21 @@ def run(args: argparse.Namespace) -> int:
             f"`--study-name` {args.study_name!r} not found in {url}; create it with "
             "`longrope-opt search` first."
         ) from None
-    config = study.user_attrs.get(CONFIG_ATTR)
-    if config is None:
-        raise InvalidArgumentError(
-            f"study {args.study_name!r} was not created by `longrope-opt search` (no "
-            f"{CONFIG_ATTR!r} user attr), so a worker cannot rebuild its objective."
-        )
-    n_trials = args.n_trials if args.n_trials is not None else study.user_attrs.get("n_trials")
+    config = SearchConfig.from_study(study)
+    n_trials = args.n_trials if args.n_trials is not None else study.user_attrs.get(TOTAL_KEY)
     if n_trials is None and args.timeout is None:
         raise InvalidArgumentError(
             f"study {args.study_name!r} has no stored total; give `--n-trials` or `--timeout`."
         )
     _warn_if_sqlite_is_shared(url, study)
-    ns = argparse.Namespace(
-        **config,
+    return execute(
+        config,
         storage=url,
         study_name=args.study_name,
         n_trials=n_trials,
         timeout=args.timeout,
-        heartbeat_interval=args.heartbeat_interval,
         dtype=args.dtype,
         fuse=args.fuse,
+        heartbeat_interval=args.heartbeat_interval,
+        store_total=False,
     )
-    return execute(ns, role="worker")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from longrope_opt.errors import DataError
 from longrope_opt.errors import InvalidArgumentError
 
 
-class Samples(list):  # type: ignore[type-arg]
+class Samples(list):
     """A list of 1-D ``torch.long`` token tensors, plus where they came from.
 
     Attributes:
@@ -62,6 +63,7 @@ def load_samples(
     seed: int = 0,
     *,
     full: bool = False,
+    exclude: Collection[str] = (),
 ) -> Samples:
     """Return `k` documents of at least `length` tokens, truncated to `length`.
 
@@ -77,6 +79,7 @@ def load_samples(
         k: Number of samples.
         seed: Chooses which documents.
         full: Keep whole documents (for sliding-window evaluation) instead of truncating.
+        exclude: Document ids never to use (e.g. those an evaluation table holds out).
 
     Returns:
         `Samples`: a list of 1-D ``torch.long`` tensors with provenance attributes.
@@ -96,6 +99,8 @@ def load_samples(
     chosen: list[tuple[str, str, list[int]]] = []
     seen_lengths: list[int] = []
     for doc_id, text in docs:
+        if doc_id in exclude:
+            continue
         ids = tokenizer(text)["input_ids"]
         seen_lengths.append(len(ids))
         if len(ids) >= length:

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from longrope_opt.models._export import as_pair
 from longrope_opt.models._export import export_model
+from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
+from longrope_opt.models._export import rope_parameters
 from longrope_opt.models._load import load_model
+from longrope_opt.models._loss import chunked_nll
+from longrope_opt.models._loss import decoder_hidden
+from longrope_opt.models._loss import final_logits
 from longrope_opt.models._smollm2 import ALIAS as DEFAULT_MODEL
 from longrope_opt.models._smollm2 import cache_dir
 
 
-__all__ = ["DEFAULT_MODEL", "cache_dir", "export_model", "load_model", "read_export"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "as_pair",
+    "cache_dir",
+    "chunked_nll",
+    "decoder_hidden",
+    "export_model",
+    "final_logits",
+    "load_model",
+    "needs_loader",
+    "read_export",
+    "rope_parameters",
+]

@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
@@ -26,8 +28,16 @@ from longrope_opt.rope import ShortLongScaling
 CONFIG_KEY = "longrope_opt"
 
 
-def longrope_parameters(pair: ShortLongScaling, spec: RopeSpec, target_length: int) -> dict:
-    """transformers ``rope_parameters`` (type ``longrope``) for a short/long pair."""
+def rope_parameters(
+    scaling: RopeScaling | ShortLongScaling, spec: RopeSpec, target_length: int
+) -> dict[str, Any]:
+    """transformers ``rope_parameters`` (type ``longrope``) for a factor set or a short/long pair.
+
+    A single set becomes the long factors, with all-ones short factors (the model as trained
+    below its trained length). ``attention_factor`` is the long set's t. transformers has no n̂:
+    see `needs_loader`.
+    """
+    pair = as_pair(scaling, spec)
     params: dict[str, Any] = {
         "rope_type": "longrope",
         "rope_theta": spec.base,
@@ -56,7 +66,7 @@ def as_pair(scaling: RopeScaling | ShortLongScaling, spec: RopeSpec) -> ShortLon
         raise InvalidArgumentError(
             f"`scaling` must be a RopeScaling or ShortLongScaling, got {type(scaling).__name__}."
         )
-    short = RopeScaling([1.0] * spec.n_factors, 0, scaling.attention_scale, method="none")
+    short = RopeScaling(np.ones(spec.n_factors), 0, scaling.attention_scale, method="none")
     return ShortLongScaling(short, scaling, spec.original_length)
 
 
@@ -104,7 +114,7 @@ def export_model(
     out.mkdir(parents=True, exist_ok=True)
     config = model.config
     saved = (config.rope_parameters, config.max_position_embeddings)
-    config.rope_parameters = longrope_parameters(pair, spec, target_length)
+    config.rope_parameters = rope_parameters(pair, spec, target_length)
     config.max_position_embeddings = int(target_length)
     if hasattr(config, "original_max_position_embeddings"):  # Phi-3 keeps its own field
         config.original_max_position_embeddings = spec.original_length

@@ -99,7 +99,7 @@ def load_model(
     extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(
             source, dtype=getattr(torch, dtype), attn_implementation=attn, **extra
         )
     except OSError as exc:

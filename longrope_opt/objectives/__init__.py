@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from longrope_opt.objectives._objective import PerplexityObjective
 from longrope_opt.objectives._passkey import PasskeyObjective
 from longrope_opt.objectives._passkey import PasskeyPrompt
 from longrope_opt.objectives._passkey import PasskeyResult
@@ -11,9 +10,13 @@ from longrope_opt.objectives._passkey import evaluate_passkey
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
 from longrope_opt.objectives._perplexity import window_nll
+from longrope_opt.objectives._perplexity_objective import PerplexityObjective
+from longrope_opt.objectives._perplexity_objective import suggest_scaling
 from longrope_opt.objectives._registry import ENTRY_POINT_GROUP
+from longrope_opt.objectives._registry import OBJECTIVES
 from longrope_opt.objectives._registry import available_objectives
 from longrope_opt.objectives._registry import get_objective_factory
+from longrope_opt.objectives._registry import sample_length
 from longrope_opt.objectives._windows import Window
 from longrope_opt.objectives._windows import sliding_windows
 from longrope_opt.objectives._windows import truncate_window
@@ -26,6 +29,9 @@ __all__ = [
     "build_passkey_prompt",
     "evaluate_passkey",
     "ENTRY_POINT_GROUP",
+    "OBJECTIVES",
+    "sample_length",
+    "suggest_scaling",
     "available_objectives",
     "get_objective_factory",
     "PerplexityObjective",

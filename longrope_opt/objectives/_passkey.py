@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import optuna
 import torch
-import torch.nn.functional as F
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.objectives._perplexity import _final_logits
+from longrope_opt.models import chunked_nll
+from longrope_opt.models import decoder_hidden
 from longrope_opt.objectives._perplexity import _maybe_patch
 from longrope_opt.rope import RopeScaling
 from longrope_opt.space import SearchSpace
@@ -141,17 +141,11 @@ class PasskeyResult:
 
 def passkey_trial(model: Any, prompt: PasskeyPrompt) -> tuple[bool, float]:
     """(greedy answer starts with the key, Σ NLL of the answer tokens) for one prompt."""
-    body = model.get_decoder()
-    head = model.get_output_embeddings()
-    device = head.weight.device
-    ids = torch.cat([prompt.ids, prompt.answer_ids]).to(device)[None]  # (1, T + A)
-    hidden = body(input_ids=ids, use_cache=False).last_hidden_state[0]  # (T + A, H)
+    ids = torch.cat([prompt.ids, prompt.answer_ids])  # (T + A,)
+    hidden = decoder_hidden(model, ids)  # (T + A, H)
     n, a = prompt.ids.numel(), prompt.answer_ids.numel()
-    logits = _final_logits(model, head(hidden[n - 1 : n - 1 + a]).float())  # (A, V)
-    target = prompt.answer_ids.to(device)
-    correct = bool((logits.argmax(-1) == target).all())
-    nll = float(F.cross_entropy(logits, target, reduction="sum"))
-    return correct, nll
+    nll, correct = chunked_nll(model, hidden[n - 1 : n - 1 + a], prompt.answer_ids)
+    return correct == a, float(nll)
 
 
 def evaluate_passkey(
@@ -260,7 +254,7 @@ class PasskeyObjective:
         self.progress = progress
 
     def __call__(self, trial: optuna.Trial) -> float:
-        from longrope_opt.objectives._objective import suggest_scaling
+        from longrope_opt.objectives._perplexity_objective import suggest_scaling
 
         scaling = suggest_scaling(trial, self.space)
         values, accuracies = [], []

@@ -1,8 +1,7 @@
 """Perplexity of a patched model on long samples, fast on CPU: `evaluate_perplexity`.
 
-Why not ``model(ids, labels=ids)``: at 16k tokens and a 49k vocabulary that materialises 3.2 GB of
-fp32 logits (and copies them again inside the loss). Instead the decoder body runs once, and the
-LM head + cross-entropy run over chunks of positions, so peak memory is one chunk of logits.
+The decoder body runs once per window and the LM head + loss run in chunks
+(`longrope_opt.models.chunked_nll`), so no full-vocabulary logits are ever materialised.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ from dataclasses import field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import chunked_nll
+from longrope_opt.models import decoder_hidden
 from longrope_opt.objectives._windows import Window
 from longrope_opt.objectives._windows import skip_positions
 from longrope_opt.objectives._windows import skip_window
@@ -60,19 +60,6 @@ def _safe_exp(x: float) -> float:
     return math.exp(x) if x < 700 else math.inf
 
 
-def _final_logits(model: Any, logits: torch.Tensor) -> torch.Tensor:
-    # A few families post-process logits in their forward; reproduce that here.
-    config = model.config
-    if getattr(config, "logits_scaling", None):  # Granite
-        logits = logits / config.logits_scaling
-    if getattr(config, "logit_scale", None):  # Cohere
-        logits = logits * config.logit_scale
-    cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2/3
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
-
-
 def window_nll(
     model: Any,
     ids: torch.Tensor,
@@ -93,29 +80,12 @@ def window_nll(
     Returns:
         ``(nll_sum, n_scored)``.
     """
-    body = model.get_decoder()
-    head = model.get_output_embeddings()
-    device = head.weight.device
-    inputs = ids[window.begin : window.end].to(device)[None]  # (1, T)
-    extra: dict[str, torch.Tensor] = {}
-    if positions is not None:
-        extra["position_ids"] = torch.as_tensor(list(positions), device=device)[None]  # (1, T)
-        # An explicit all-ones mask: without one, transformers reads position ids that jump as
-        # packed sequences and masks attention between the pieces (masking_utils.
-        # find_packed_sequence_indices) — the far pieces would never see the near ones.
-        extra["attention_mask"] = torch.ones_like(inputs)  # (1, T)
-    hidden = body(input_ids=inputs, use_cache=False, **extra).last_hidden_state[0]  # (T, H)
+    inputs = ids[window.begin : window.end]  # (T,)
+    hidden = decoder_hidden(model, inputs, positions)  # (T, H)
     # Position p predicts token p+1: score tokens [score_from, end) from hidden [score_from-1, end-1).
     first = window.score_from - window.begin
-    hidden = hidden[first - 1 : -1]  # (S, H)
-    targets = inputs[0, first:]  # (S,)
-    nll = torch.zeros((), dtype=torch.float64, device=device)
-    for start in range(0, targets.numel(), chunk_size):
-        logits = head(hidden[start : start + chunk_size]).float()  # (C, V) fp32 for the softmax
-        logits = _final_logits(model, logits)
-        nll += F.cross_entropy(
-            logits, targets[start : start + chunk_size], reduction="sum"
-        ).double()
+    targets = inputs[first:]  # (S,)
+    nll, _ = chunked_nll(model, hidden[first - 1 : -1], targets, chunk_size=chunk_size)
     return float(nll), int(targets.numel())
 
 
@@ -174,6 +144,7 @@ def evaluate_perplexity(
             if mode == "truncate":
                 windows = truncate_window(n, window)
             elif mode == "sliding":
+                assert stride is not None  # checked above
                 windows = sliding_windows(n, window, stride)
             else:
                 windows = [skip_window(n, skip_tokens, skip_chunks)]

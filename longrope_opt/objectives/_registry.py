@@ -7,46 +7,52 @@ A third-party package registers an objective factory in its ``pyproject.toml``::
 
 A factory is called as ``factory(model, samples, space=space, **options)`` and returns an Optuna
 objective (a callable on a trial returning a float to minimise); `PerplexityObjective` is one.
+A factory may also define ``sample_length(target_length, **options)``: how many tokens each
+sample needs (default: the target length).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
-from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.registry import Registry
 
 
 ENTRY_POINT_GROUP = "longrope_opt.objectives"
 
-_BUILTIN: dict[str, str] = {
-    "perplexity": "longrope_opt.objectives._objective:PerplexityObjective",
-    "passkey": "longrope_opt.objectives._passkey:PasskeyObjective",
-}
+#: Every objective, by the name `--objective` takes.
+OBJECTIVES: Registry[Callable[..., Any]] = Registry(
+    "objective", flag="--objective", entry_point_group=ENTRY_POINT_GROUP
+)
+OBJECTIVES.add(
+    "perplexity",
+    "longrope_opt.objectives._perplexity_objective:PerplexityObjective",
+    "perplexity of long samples, the paper's fitness",
+)
+OBJECTIVES.add(
+    "passkey",
+    "longrope_opt.objectives._passkey:PasskeyObjective",
+    "NLL or error rate of a hidden passkey",
+)
 
 
 def available_objectives() -> dict[str, str]:
-    """``{name: "module:attr"}`` of every known objective (entry points cannot shadow built-ins)."""
-    found = {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    return {**found, **_BUILTIN}
+    """``{name: description}`` of every known objective (entry points cannot shadow built-ins)."""
+    return {name: OBJECTIVES.describe(name) for name in OBJECTIVES}
 
 
 def get_objective_factory(name: str) -> Callable[..., Any]:
     """Import the factory registered as `name`.
 
     Raises:
-        InvalidArgumentError: Unknown name (the message lists the known ones), or an entry
-            point that does not import.
+        InvalidArgumentError: Unknown name (the message suggests the closest and lists the
+            known ones), or an entry point that does not import.
     """
-    known = available_objectives()
-    if name not in known:
-        raise InvalidArgumentError(f"`objective` must be one of {sorted(known)}, got {name!r}.")
-    module_name, _, attr = known[name].partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidArgumentError(
-            f"objective {name!r} ({known[name]}) cannot be imported: {exc}"
-        ) from exc
+    return OBJECTIVES.get_or_raise(name)
+
+
+def sample_length(factory: Callable[..., Any], target_length: int, options: dict[str, Any]) -> int:
+    """Tokens each sample needs for `factory` with `options` (its `sample_length`, if any)."""
+    hook = getattr(factory, "sample_length", None)
+    return int(hook(target_length, **options)) if callable(hook) else int(target_length)

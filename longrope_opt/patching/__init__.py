@@ -9,9 +9,9 @@ from __future__ import annotations
 from longrope_opt.patching._apply import apply_rope_scaling
 from longrope_opt.patching._apply import install_rope_scaling
 from longrope_opt.patching._compat import find_rotary_modules
-from longrope_opt.patching._fusion import fuse_elementwise
-from longrope_opt.patching._fusion import is_fused
-from longrope_opt.patching._fusion import unfuse_elementwise
+from longrope_opt.patching._compile import fuse_elementwise
+from longrope_opt.patching._compile import is_fused
+from longrope_opt.patching._compile import unfuse_elementwise
 
 
 __all__ = [

@@ -93,12 +93,12 @@ def _make_forward(
     scaled = _scaled_inv_freq(original_inv_freq, spec, scaling)
 
     @torch.no_grad()
-    def forward(
+    def forward_one(
         self: nn.Module, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kw: Any
     ):
         return _cos_sin(x, position_ids, original_inv_freq, scaled, scaling)
 
-    return forward
+    return forward_one
 
 
 def _check(scaling: Any, spec: RopeSpec) -> None:

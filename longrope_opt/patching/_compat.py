@@ -42,10 +42,11 @@ def find_rotary_modules(model: nn.Module) -> list[nn.Module]:
             "(Llama, Mistral, Qwen2, Phi-3, ...) can be rescaled."
         )
     for m in found:
-        if isinstance(getattr(m, "rope_type", None), dict):
+        rope_type = getattr(m, "rope_type", None)
+        if isinstance(rope_type, dict):
             raise UnsupportedModelError(
                 f"`model` of type {model_type(model)!r} uses per-layer-type RoPE "
-                f"({sorted(m.rope_type)}); only a single RoPE per model is supported."
+                f"({sorted(rope_type)}); only a single RoPE per model is supported."
             )
     return found
 

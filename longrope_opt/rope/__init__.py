@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.registry import Registry
 from longrope_opt.rope._methods import dynamic_ntk
 from longrope_opt.rope._methods import longrope_attention_scale
 from longrope_opt.rope._methods import none
@@ -29,14 +30,13 @@ from longrope_opt.rope._stages import compose
 
 
 #: Every method maps ``(spec, target_length)`` to a `RopeScaling`. Add your own with the same
-#: signature to make it available to `eval` tables and as a search seed.
-METHODS: dict[str, Callable[[RopeSpec, int], RopeScaling]] = {
-    "none": none,
-    "pi": pi,
-    "ntk": ntk,
-    "dynamic_ntk": dynamic_ntk,
-    "yarn": yarn,
-}
+#: signature (``METHODS.add(name, fn, help)``) to make it available to `eval` tables.
+METHODS: Registry[Callable[[RopeSpec, int], RopeScaling]] = Registry("method", flag="--methods")
+METHODS.add("none", none, "the model as trained")
+METHODS.add("pi", pi, "position interpolation")
+METHODS.add("ntk", ntk, "NTK-aware")
+METHODS.add("dynamic_ntk", dynamic_ntk, "NTK with s from the sequence length")
+METHODS.add("yarn", yarn, "YaRN")
 
 #: Named rules for a fixed attention scale t as a function of s = L'/L and L.
 ATTENTION_RULES: dict[str, Callable[[float, int], float]] = {
@@ -47,13 +47,8 @@ ATTENTION_RULES: dict[str, Callable[[float, int], float]] = {
 
 
 def get_method(name: str) -> Callable[[RopeSpec, int], RopeScaling]:
-    """Look up a method by name; an unknown name lists the known ones."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise InvalidArgumentError(
-            f"`method` must be one of {sorted(METHODS)}, got {name!r}."
-        ) from None
+    """Look up a method by name; an unknown name suggests the closest and lists the rest."""
+    return METHODS.get_or_raise(name)
 
 
 def attention_scale_for(rule: str, spec: RopeSpec, target_length: int) -> float:

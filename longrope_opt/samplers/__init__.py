@@ -1,4 +1,5 @@
-"""Optuna samplers: the LongRoPE evolution and a nevergrad bridge. No torch or transformers here."""
+"""Optuna samplers: the LongRoPE evolution, a nevergrad bridge, and the registry every command
+builds its sampler from. No torch or transformers here."""
 
 from __future__ import annotations
 
@@ -6,6 +7,27 @@ from longrope_opt.samplers._longrope import SEED_METHODS
 from longrope_opt.samplers._longrope import LongRoPESampler
 from longrope_opt.samplers._longrope import enqueue_seeds
 from longrope_opt.samplers._nevergrad import NevergradSampler
+from longrope_opt.samplers._registry import DEFAULT_SAMPLERS
+from longrope_opt.samplers._registry import EVOLUTION_SAMPLERS
+from longrope_opt.samplers._registry import NEVERGRAD_OPTIMIZERS
+from longrope_opt.samplers._registry import PLAIN_EVOLUTION
+from longrope_opt.samplers._registry import SAMPLERS
+from longrope_opt.samplers._registry import check_sampler_names
+from longrope_opt.samplers._registry import make_sampler
+from longrope_opt.samplers._state import trial_generation
 
 
-__all__ = ["SEED_METHODS", "LongRoPESampler", "NevergradSampler", "enqueue_seeds"]
+__all__ = [
+    "DEFAULT_SAMPLERS",
+    "EVOLUTION_SAMPLERS",
+    "NEVERGRAD_OPTIMIZERS",
+    "PLAIN_EVOLUTION",
+    "SAMPLERS",
+    "SEED_METHODS",
+    "LongRoPESampler",
+    "NevergradSampler",
+    "check_sampler_names",
+    "enqueue_seeds",
+    "make_sampler",
+    "trial_generation",
+]

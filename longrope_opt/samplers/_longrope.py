@@ -19,12 +19,15 @@ from longrope_opt.samplers._operators import Genome
 from longrope_opt.samplers._operators import crossover
 from longrope_opt.samplers._operators import mutate
 from longrope_opt.samplers._operators import random_monotone
-from longrope_opt.space import ATTENTION_SCALE
-from longrope_opt.space import N_HAT
 from longrope_opt.space import SearchSpace
 
 
 SEED_METHODS = ("pi", "ntk", "yarn")
+
+
+def _fresh_seed() -> int:
+    # 32 bits from the OS entropy pool: Optuna's RandomSampler takes seeds below 2**32.
+    return int(np.random.SeedSequence().generate_state(1, dtype=np.uint32)[0])
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
@@ -106,7 +109,7 @@ class LongRoPESampler(SpaceSampler):
         self._max_tries = max_tries
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
-        self._seed = int(np.random.SeedSequence(seed).entropy) if seed is None else int(seed)
+        self._seed = _fresh_seed() if seed is None else int(seed)
         super().__init__(space=space, seed=self._seed)
         seeds = space.seed_scalings()
         self._seed_names = [name for name, _ in seeds]
@@ -131,14 +134,15 @@ class LongRoPESampler(SpaceSampler):
         """The parents of `generation` (cached in storage by whichever worker asks first)."""
         if generation == 0:
             return []
-        by_number = {t.number: t for t in study._get_trials(deepcopy=False, use_cache=False)}
+        by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
         numbers = _state.cached_parents(study, generation)
         if numbers is None:
             pool = {t.number: t for t in _state.completed_in(study, generation - 1)}
             for parent in self.get_parents(study, generation - 1):
                 pool.setdefault(parent.number, parent)
             sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
-            ranked = sorted(pool.values(), key=lambda t: (sign * t.value, t.number))
+            # Complete trials (and earlier parents, which were complete): every value is set.
+            ranked = sorted(pool.values(), key=lambda t: (sign * float(t.values[0]), t.number))
             numbers = [t.number for t in ranked[: self._num_parents]]
             _state.store_parents(study, generation, numbers)
         return [by_number[n] for n in numbers if n in by_number]
@@ -146,7 +150,7 @@ class LongRoPESampler(SpaceSampler):
     # ----- optuna.samplers.BaseSampler --------------------------------------------------------
 
     def reseed_rng(self) -> None:
-        self._seed = int(np.random.SeedSequence().entropy)
+        self._seed = _fresh_seed()
         super().reseed_rng()
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
@@ -183,9 +187,9 @@ class LongRoPESampler(SpaceSampler):
         if gen == 0:
             parents = self._seed_genomes
         else:
-            parents = [self._genome_of_params(t.params) for t in self.get_parents(study, gen)]
+            decoded = [self._genome_of_params(t.params) for t in self.get_parents(study, gen)]
             fallback = self._seed_genomes if self.seeded else []
-            parents = [g for g in parents if g is not None] or fallback
+            parents = [g for g in decoded if g is not None] or fallback
             if not parents:  # an unseeded search whose previous generation all failed
                 return random_monotone(self._space, rng, self._space.spec.n_factors)
         use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
@@ -237,7 +241,7 @@ class LongRoPESampler(SpaceSampler):
 
     def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
         keys = set()
-        for t in study._get_trials(deepcopy=False, use_cache=False):
+        for t in study.get_trials(deepcopy=False):
             if t.number == trial.number:
                 continue
             claim = t.system_attrs.get(_state.CLAIM_KEY)
@@ -254,27 +258,16 @@ class LongRoPESampler(SpaceSampler):
         return keys
 
     def _genome_of(self, scaling: Any) -> Genome:
-        t = scaling.attention_scale if self._space.attention == "search" else None
-        n_hat = scaling.n_hat if scaling.n_hat in self._space.n_hat else self._space.n_hat[0]
-        return Genome(np.asarray(scaling.factors, dtype=np.float64), int(n_hat), t)
+        genome = self._genome_of_params(self._space.to_params(scaling))
+        assert genome is not None  # to_params writes every λ
+        return genome
 
     def _genome_of_params(self, params: dict[str, Any]) -> Genome | None:
-        names = self._space.names
-        if not all(n in params for n in names):
-            return None
-        factors = np.array([float(params[n]) for n in names])
-        n_hat = int(params.get(N_HAT, self._space.n_hat[0]))
-        t = params.get(ATTENTION_SCALE) if self._space.attention == "search" else None
-        return Genome(factors, n_hat, None if t is None else float(t))
+        decoded = self._space.decode(params)
+        return None if decoded is None else Genome(*decoded)
 
     def _params_of(self, genome: Genome) -> dict[str, Any]:
-        params: dict[str, Any] = {n: float(v) for n, v in zip(self._space.names, genome.factors)}
-        if len(self._space.n_hat) > 1:
-            params[N_HAT] = int(genome.n_hat)
-        if self._space.attention == "search":
-            t = genome.attention_scale
-            params[ATTENTION_SCALE] = float(self._space.attention_bounds[0] if t is None else t)
-        return params
+        return self._space.encode(genome.factors, genome.n_hat, genome.attention_scale)
 
 
 def enqueue_seeds(

@@ -27,8 +27,6 @@ from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers._base import SpaceSampler
-from longrope_opt.space import ATTENTION_SCALE
-from longrope_opt.space import N_HAT
 from longrope_opt.space import SearchSpace
 
 
@@ -104,7 +102,7 @@ class NevergradSampler(SpaceSampler):
         ng_ = _import_nevergrad()
         s = self._space
         parts: dict[str, Any] = {
-            "lam": ng_.p.Array(shape=(s.spec.n_factors,), lower=s.lambda_low, upper=s.lambda_high)
+            "lam": ng_.p.Array(shape=(s.spec.n_factors,), lower=s.lambda_low, upper=s.high)
         }
         if len(s.n_hat) > 1:
             parts["n_hat"] = ng_.p.Choice(list(s.n_hat))
@@ -121,16 +119,16 @@ class NevergradSampler(SpaceSampler):
 
     def _value_of(self, params: dict[str, Any]) -> dict[str, Any] | None:
         s = self._space
-        if not all(n in params for n in s.names):
+        decoded = s.decode(params)
+        if decoded is None:
             return None
-        value: dict[str, Any] = {
-            "lam": np.clip([float(params[n]) for n in s.names], s.lambda_low, s.lambda_high)
-        }
+        factors, n_hat, t = decoded
+        value: dict[str, Any] = {"lam": np.clip(factors, s.lambda_low, s.high)}
         if len(s.n_hat) > 1:
-            value["n_hat"] = int(params.get(N_HAT, s.n_hat[0]))
+            value["n_hat"] = n_hat
         if s.attention == "search":
             lo, hi = s.attention_bounds
-            value["t"] = float(min(max(float(params.get(ATTENTION_SCALE, lo)), lo), hi))
+            value["t"] = float(min(max(lo if t is None else t, lo), hi))
         return value
 
     @staticmethod
@@ -157,7 +155,7 @@ class NevergradSampler(SpaceSampler):
                 budget=self._budget,
                 num_workers=self._num_workers,
             )
-        for t in study._get_trials(deepcopy=False, states=_TOLD, use_cache=False):
+        for t in study.get_trials(deepcopy=False, states=_TOLD):
             if t.number not in self._told and t.number not in self._asked:
                 self._tell(t.number, t.params, self._loss(t, t.state, t.values), None)
 
@@ -171,8 +169,12 @@ class NevergradSampler(SpaceSampler):
             value = self._value_of(params)
             if value is None:
                 return
-            candidate = self._opt.parametrization.spawn_child(new_value=value)
-        self._opt.tell(candidate, loss)
+            candidate = self._live().parametrization.spawn_child(new_value=value)
+        self._live().tell(candidate, loss)
+
+    def _live(self) -> Any:
+        assert self._opt is not None, "_sync builds the optimizer before any tell or ask"
+        return self._opt
 
     # ----- optuna.samplers.BaseSampler --------------------------------------------------------
 
@@ -183,14 +185,10 @@ class NevergradSampler(SpaceSampler):
         if not search_space:
             return {}
         self._sync(study)
-        candidate = self._opt.ask()
+        candidate = self._live().ask()
         self._asked[trial.number] = candidate
         value = candidate.value
-        params: dict[str, Any] = {n: float(v) for n, v in zip(self._space.names, value["lam"])}
-        if "n_hat" in value:
-            params[N_HAT] = int(value["n_hat"])
-        if "t" in value:
-            params[ATTENTION_SCALE] = float(value["t"])
+        params = self._space.encode(value["lam"], value.get("n_hat", 0), value.get("t"))
         return {k: v for k, v in params.items() if k in search_space}
 
     def after_trial(

@@ -52,11 +52,11 @@ def mutate(parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: f
     the ends), so a monotone parent always gives a monotone child (official ``dim_mono.mutate``).
     n̂ and a searched t are re-drawn with the same probability.
     """
-    f = np.maximum.accumulate(np.clip(parent.factors, space.lambda_low, space.lambda_high))
+    f = np.maximum.accumulate(np.clip(parent.factors, space.lambda_low, space.high))
     n = f.size
     for i in np.flatnonzero(rng.random(n) < prob):
         lo = space.lambda_low if i == 0 else f[i - 1]
-        hi = space.lambda_high if i == n - 1 else f[i + 1]
+        hi = space.high if i == n - 1 else f[i + 1]
         f[i] = _grid_between(lo, hi, space, rng, f[i])
     n_hat = parent.n_hat
     if len(space.n_hat) > 1 and rng.random() < prob:
@@ -103,7 +103,7 @@ def crossover(a: Genome, b: Genome, rng: np.random.Generator, *, tries: int = 20
 
 def random_monotone(space: SearchSpace, rng: np.random.Generator, n: int) -> Genome:
     """A fresh non-decreasing vector: sorted uniform grid points (the last-resort fallback)."""
-    f = np.sort(space.snap(rng.uniform(space.lambda_low, space.lambda_high, n)))
+    f = np.sort(space.snap(rng.uniform(space.lambda_low, space.high, n)))
     n_hat = int(rng.choice(space.n_hat))
     t = (
         round(float(rng.uniform(*space.attention_bounds)), 4)

@@ -75,7 +75,7 @@ def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int,
 
 def completed_in(study: optuna.Study, generation: int) -> list[FrozenTrial]:
     """COMPLETE trials of `generation` (pruned and failed trials never become parents)."""
-    trials = study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=False)
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     return [t for t in trials if trial_generation(t) == generation]
 
 

@@ -1,62 +1,28 @@
-"""Samplers and studies of a comparison: one study per (sampler, seed) on one objective.
+"""A comparison: one study per (sampler, seed) of the same search, at equal budget.
 
-`longrope-opt compare` builds every sampler through `make_sampler` and names every study with
-`comparison_study_name`, so a rerun finds (and resumes or only reads) the same studies.
+Every study is a `run_search` of one `SearchConfig` with only the sampler and its seed changed,
+so the space, objective, documents and constraint policy are the same by construction; a rerun
+finds (and resumes, or only reads) the same studies by `comparison_study_name`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import warnings
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.space import SearchSpace
+from longrope_opt.samplers import EVOLUTION_SAMPLERS
+from longrope_opt.samplers import PLAIN_EVOLUTION
+from longrope_opt.samplers import check_sampler_names
 
 
-#: Nevergrad optimizers available by their CLI names.
-NEVERGRAD_OPTIMIZERS = {
-    "ngopt": "NGOpt",
-    "cma": "CMA",
-    "twopointsde": "TwoPointsDE",
-    "pso": "PSO",
-    "oneplusone": "OnePlusOne",
-}
-#: Every sampler name `make_sampler` accepts.
-COMPARE_SAMPLERS = (
-    "longrope",
-    "evolution",
-    *NEVERGRAD_OPTIMIZERS,
-    "tpe",
-    "cmaes",
-    "random",
-)
-#: The reference the others are measured against: the paper's evolution without its seeds,
-#: without dedup and without pruning.
-PLAIN_EVOLUTION = "evolution"
-DEFAULT_SAMPLERS = (
-    "longrope",
-    "evolution",
-    "ngopt",
-    "cma",
-    "twopointsde",
-    "pso",
-    "tpe",
-    "cmaes",
-    "random",
-)
-
-
-def check_sampler_names(names: list[str]) -> None:
-    """One clear error for an unknown or repeated sampler name."""
-    for name in names:
-        if name not in COMPARE_SAMPLERS:
-            raise InvalidArgumentError(
-                f"`samplers` must be names from {list(COMPARE_SAMPLERS)}, got {name!r}."
-            )
-    if len(set(names)) != len(names):
-        raise InvalidArgumentError(f"`samplers` must not repeat a name, got {names}.")
+logger = logging.getLogger(__name__)
 
 
 def comparison_study_name(prefix: str, sampler: str, seed: int) -> str:
@@ -64,56 +30,12 @@ def comparison_study_name(prefix: str, sampler: str, seed: int) -> str:
     return f"{prefix}/{sampler}/seed{seed}"
 
 
-def make_sampler(
-    name: str,
-    *,
-    space: SearchSpace,
-    seed: int,
-    budget: int,
-    evolution: dict[str, Any] | None = None,
-) -> optuna.samplers.BaseSampler:
-    """The sampler called `name` over `space`.
-
-    Args:
-        name: One of `COMPARE_SAMPLERS`: ``longrope`` (seeded, dedup), ``evolution`` (the same
-            operators, random start, no dedup), a nevergrad optimizer (`NEVERGRAD_OPTIMIZERS`),
-            ``tpe`` (multivariate), ``cmaes`` or ``random``.
-        space: The search space every sampler shares (and its constraint policy, `repair`).
-        seed: Sampler seed.
-        budget: Trials per study (nevergrad optimizers are told it).
-        evolution: Keyword arguments for the two LongRoPE samplers (population size, ...).
-
-    Returns:
-        A fresh sampler.
-    """
-    from longrope_opt.samplers import LongRoPESampler
-
-    check_sampler_names([name])
-    evolution = evolution or {}
-    if name == "longrope":
-        return LongRoPESampler(space=space, seed=seed, **evolution)
-    if name == PLAIN_EVOLUTION:
-        return LongRoPESampler(space=space, seed=seed, seeded=False, dedup=False, **evolution)
-    if name in NEVERGRAD_OPTIMIZERS:
-        from longrope_opt.samplers import NevergradSampler
-
-        return NevergradSampler(
-            space=space, optimizer=NEVERGRAD_OPTIMIZERS[name], budget=budget, seed=seed
-        )
-    if name == "tpe":
-        with warnings.catch_warnings():  # `multivariate` is experimental; chosen on purpose
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(multivariate=True, seed=seed)
-    if name == "cmaes":
-        # n_hat is categorical: CMA-ES samples it independently (on purpose, no warning).
-        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
-    return optuna.samplers.RandomSampler(seed=seed)
-
-
 def make_pruner(name: str, sampler: str) -> optuna.pruners.BasePruner:
     """`name` ∈ {wilcoxon, none}; the plain evolution reference is never pruned."""
     if name not in ("wilcoxon", "none"):
-        raise InvalidArgumentError(f"`pruner` must be one of ['wilcoxon', 'none'], got {name!r}.")
+        raise InvalidArgumentError(
+            f"`--pruner` must be one of ['wilcoxon', 'none'], got {name!r}."
+        )
     if name == "none" or sampler == PLAIN_EVOLUTION:
         return optuna.pruners.NopPruner()
     try:
@@ -127,3 +49,79 @@ def make_pruner(name: str, sampler: str) -> optuna.pruners.BasePruner:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)
+
+
+def pending_studies(
+    storage: Any, prefix: str, samplers: Sequence[str], seeds: Sequence[int], budget: int
+) -> list[tuple[str, int, str]]:
+    """``(sampler, seed, study name)`` of the studies that do not hold `budget` trials yet,
+    seed-major (an interrupted comparison still holds complete seeds for every sampler)."""
+    from longrope_opt.studies._run import finished_trials
+
+    existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    pending = []
+    for seed in seeds:
+        for sampler in samplers:
+            name = comparison_study_name(prefix, sampler, seed)
+            if name in existing:
+                study = optuna.load_study(study_name=name, storage=storage)
+                if finished_trials(study) >= budget:
+                    continue
+            pending.append((sampler, seed, name))
+    return pending
+
+
+def run_comparison(
+    config: Any,
+    *,
+    storage: Any,
+    prefix: str,
+    samplers: Sequence[str],
+    seeds: Sequence[int],
+    budget: int,
+    dtype: str = "bfloat16",
+    fuse: bool = True,
+    on_study: Callable[[int, int, str], None] | None = None,
+) -> int:
+    """Run every (sampler, seed) study of `config` that lacks its budget; return how many ran.
+
+    Args:
+        config: The `SearchConfig` every study shares (its sampler and seed are replaced).
+        storage: One Optuna storage for all studies.
+        prefix: Study names are ``<prefix>/<sampler>/seed<seed>``.
+        samplers: Names in `longrope_opt.samplers.SAMPLERS`.
+        seeds: Sampler seeds.
+        budget: Finished trials per study.
+        dtype: Model dtype on this machine.
+        fuse: Compile the element-wise work.
+        on_study: Called before each study with (index, count, study name).
+    """
+    from longrope_opt.models import load_model
+    from longrope_opt.studies._search import run_search
+
+    check_sampler_names(samplers)
+    for name, value in (("--budget", budget), ("--seeds", len(seeds))):
+        if value < 1:
+            raise InvalidArgumentError(f"`{name}` must be >= 1, got {value}.")
+    for sampler in samplers:  # a missing extra fails before the model loads
+        make_pruner(config.pruner, sampler)
+    pending = pending_studies(storage, prefix, samplers, seeds, budget)
+    if not pending:
+        return 0
+    model, tokenizer = load_model(config.model, dtype=dtype, fuse=fuse)
+    for i, (sampler, seed, study_name) in enumerate(pending):
+        if on_study is not None:
+            on_study(i, len(pending), study_name)
+        options = config.sampler_options if sampler in EVOLUTION_SAMPLERS else {}
+        run_search(
+            dataclasses.replace(
+                config, sampler=sampler, sampler_seed=seed, sampler_options=options
+            ),
+            storage=storage,
+            study_name=study_name,
+            n_trials=budget,
+            graceful_interrupt=True,
+            model=model,
+            tokenizer=tokenizer,
+        )
+    return len(pending)

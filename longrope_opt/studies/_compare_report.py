@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from longrope_opt.studies._compare import PLAIN_EVOLUTION
+from longrope_opt.samplers import PLAIN_EVOLUTION
 from longrope_opt.studies._compare import comparison_study_name
 
 
@@ -147,7 +147,7 @@ def format_table(summaries: list[SamplerSummary], full_tokens: int, budget: int)
         reached, evals, trials, censored = 0, [], [], False
         for run in s.runs:
             n, tokens = run.cost_to_reach(target) if target is not None else (None, None)
-            if n is None:
+            if n is None or tokens is None:
                 censored = True
                 n, tokens = len(run.best), run.tokens[-1] if run.tokens else 0
             else:

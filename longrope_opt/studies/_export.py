@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,35 +11,10 @@ from typing import Any
 import optuna
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import rope_parameters
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
-from longrope_opt.rope import compose
-
-
-def rope_parameters(scaling: RopeScaling, spec: RopeSpec, target_length: int) -> dict[str, Any]:
-    """A transformers ``rope_parameters`` dict of type ``longrope`` for `scaling`.
-
-    ``long_factor`` is λ, ``short_factor`` is all ones (the model unchanged up to its trained
-    length), and ``attention_factor`` is t. transformers has no n̂: when ``n_hat > 0`` the dict
-    reproduces the scaling only with longrope-opt's loader, and says so under ``"longrope_opt"``.
-    """
-    params: dict[str, Any] = {
-        "rope_type": "longrope",
-        "rope_theta": spec.base,
-        "long_factor": [float(x) for x in scaling.factors],
-        "short_factor": [1.0] * spec.n_factors,
-        "original_max_position_embeddings": spec.original_length,
-        "factor": target_length / spec.original_length,
-        "attention_factor": scaling.attention_scale,
-    }
-    if spec.rotary_dim != spec.head_dim:
-        params["partial_rotary_factor"] = spec.rotary_dim / spec.head_dim
-    if scaling.n_hat:
-        params["longrope_opt"] = {
-            "n_hat": scaling.n_hat,
-            "note": "n_hat > 0 is not expressible in transformers; load with longrope_opt.",
-        }
-    return params
+from longrope_opt.space import SearchSpace
 
 
 def load_named_study(storage: Any, name: str, *, flag: str = "--study-name") -> optuna.Study:
@@ -64,11 +40,57 @@ def factors_with_length(
     return scaling, study.user_attrs.get("provenance", {}).get("target_length")
 
 
-def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenTrial]:
-    """The best trial's `RopeScaling` (λ in parameter order, n̂, t from its user attrs).
+def space_of_study(study: optuna.Study, trial: Any = None) -> SearchSpace:
+    """The `SearchSpace` a study's trials were evaluated in (its params → factors converter).
 
-    For a secondary search (a study with a ``base_scaling`` user attr) the λ of a trial are
-    relative to that base; the returned factors are composed, i.e. absolute, as evaluated.
+    From the study's search config when it has one (`run_search`, `longrope-opt search`, any
+    release); for a study made by `open_study` without one, from its RoPE spec and target length,
+    with n̂ and t as `trial` recorded them.
+
+    Raises:
+        InvalidArgumentError: A plain Optuna study (no ``rope_spec`` user attr).
+    """
+    from longrope_opt.studies._config import SearchConfig
+    from longrope_opt.studies._stages import BASE_ATTR
+    from longrope_opt.studies._stages import base_from_record
+
+    attrs = study.user_attrs
+    if "rope_spec" not in attrs:
+        raise InvalidArgumentError(
+            f"study {study.study_name!r} records no `rope_spec`: it was not made by "
+            "`run_search` or `open_study`; use `SearchSpace.to_scaling(trial.params)`."
+        )
+    spec = RopeSpec(**attrs["rope_spec"])
+    try:
+        config = SearchConfig.from_study(study)
+    except InvalidArgumentError:
+        config = None
+    if config is not None:
+        resolved = base_from_record(config.base) if isinstance(config.base, dict) else None
+        return config.build_space(spec, resolved)
+    base_attr = attrs.get(BASE_ATTR)
+    base: RopeScaling | None = None
+    length: int | None = None
+    if base_attr:
+        base, length = base_from_record(base_attr)
+    user = trial.user_attrs if trial is not None else {}
+    return SearchSpace(
+        spec,
+        int(attrs.get("provenance", {})["target_length"]),
+        n_hat=(int(user.get("n_hat", 0)),),
+        attention="none",
+        attention_value=float(user.get("attention_scale", 1.0)),
+        base=base,
+        base_length=length,
+    )
+
+
+def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenTrial]:
+    """The best trial's `RopeScaling`, exactly as the objective evaluated it.
+
+    The study's own `SearchSpace` converts the trial's params (`SearchSpace.to_scaling`): a
+    baseline's non-monotone proposal is repaired as it was evaluated, and for a secondary
+    search the factors are composed with the base stage, i.e. absolute.
     """
     try:
         best = study.best_trial
@@ -76,21 +98,8 @@ def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenT
         raise InvalidArgumentError(
             f"study {study.study_name!r} has no completed trial yet."
         ) from None
-    names = sorted(k for k in best.params if k.startswith("lambda_"))
-    attrs = best.user_attrs
-    factors = [best.params[n] for n in names]
-    if attrs.get("repaired") == "sort":  # a baseline's proposal: the objective evaluated it sorted
-        factors = sorted(factors)
-    scaling = RopeScaling(
-        factors,
-        int(best.params.get("n_hat", attrs.get("n_hat", 0))),
-        float(best.params.get("attention_scale", attrs.get("attention_scale", 1.0))),
-        method="searched",
-    )
-    base = study.user_attrs.get("base_scaling")
-    if base is not None:
-        scaling = compose(RopeScaling.from_dict(base), scaling)
-    return scaling, best
+    scaling = space_of_study(study, best).to_scaling(best.params)
+    return dataclasses.replace(scaling, method="searched"), best
 
 
 def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
@@ -107,8 +116,13 @@ def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
         "provenance": prov,
     }
     if spec_d and prov.get("target_length"):
-        spec = RopeSpec(**spec_d)
-        record["rope_parameters"] = rope_parameters(scaling, spec, prov["target_length"])
+        params = rope_parameters(scaling, RopeSpec(**spec_d), prov["target_length"])
+        if scaling.n_hat:
+            params["longrope_opt"] = {
+                "n_hat": scaling.n_hat,
+                "note": "n_hat > 0 is not expressible in transformers; load with longrope_opt.",
+            }
+        record["rope_parameters"] = params
     if best.value is not None and not math.isfinite(best.value):
         raise InvalidArgumentError(f"best value of study {study.study_name!r} is not finite.")
     Path(path).write_text(json.dumps(record, indent=2) + "\n")

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import optuna
-from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
@@ -60,8 +59,13 @@ def open_study(
             study.set_user_attr(key, value)
     else:
         check_compatible(study_name, stored, provenance)
+        if "rope_spec" not in study.user_attrs:  # made by a script that did not record it
+            study.set_user_attr("rope_spec", dataclasses.asdict(spec))
         for key, value in (config or {}).items():
-            _check_same_config(study_name, key, study.user_attrs.get(key), value)
+            if key not in study.user_attrs:  # a study made without it adopts this run's
+                study.set_user_attr(key, value)
+            else:
+                _check_same_config(study_name, key, study.user_attrs[key], value)
     if isinstance(sampler, LongRoPESampler):  # (not seeded: enqueues nothing)
         enqueue_seeds(study, sampler)
     return study
@@ -123,7 +127,7 @@ class _SurplusTrial(Exception):
 
 def _counts(study: optuna.Study) -> tuple[int, int]:
     """(finished, running) trials of the study, read fresh from storage."""
-    trials = study._get_trials(deepcopy=False, use_cache=False)
+    trials = study.get_trials(deepcopy=False)
     finished = sum(t.state in FINISHED for t in trials)
     running = sum(t.state == TrialState.RUNNING for t in trials)
     return finished, running
@@ -188,7 +192,10 @@ def run_study(
         return finished_trials(study) - before
     deadline = None if timeout is None else time.monotonic() + timeout
     bar = _progress(show_progress_bar, n_trials, before)
-    heartbeat = is_heartbeat_enabled(study._storage)
+    # Optuna has no public accessor for a study's storage; the heartbeat interval is public API
+    # of the storages that support heartbeats (RDBStorage).
+    interval = getattr(study._storage, "get_heartbeat_interval", None)
+    heartbeat = callable(interval) and interval() is not None
     guarded = _guarded(objective, study, n_trials)
     with guard as interrupted:
         while not interrupted[0] and (deadline is None or time.monotonic() < deadline):

@@ -1,6 +1,7 @@
 """Where a secondary search's base stage comes from: a study, a factor JSON, or a model config.
 
-The base is stored in the secondary study (user attr ``base_scaling``), so its trials, its export
+The base is stored in the secondary study (in its `SearchConfig`; studies written before it keep
+it in the user attr ``base_scaling``, still read), so its trials, its export
 and its workers all compose with the same factors without reading the source again.
 """
 
@@ -72,6 +73,11 @@ def _from_config(config: Any) -> tuple[RopeScaling, int]:
 
     exported = read_export(config)
     length = getattr(config, "max_position_embeddings", None)
+    if not isinstance(length, int):
+        raise InvalidArgumentError(
+            "`--base config` needs a model config with an integer `max_position_embeddings` (the "
+            f"length its factors reach), got {length!r}."
+        )
     if exported is not None:
         return exported.long, int(length)
     params = getattr(config, "rope_parameters", None) or {}

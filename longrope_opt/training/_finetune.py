@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import LongRopeOptError
+from longrope_opt.models import chunked_nll
+from longrope_opt.models import decoder_hidden
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import ShortLongScaling
@@ -51,11 +51,6 @@ def _check(name: str, value: Any, low: float, kind: type = int) -> None:
         raise InvalidArgumentError(f"`{name}` must be {what} >= {low}, got {value!r}.")
 
 
-def _chunk_nll(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    logits = head(hidden).float()  # (C, V) fp32 for the softmax
-    return F.cross_entropy(logits, targets, reduction="sum")
-
-
 def sequence_loss(
     model: Any,
     ids: torch.Tensor,
@@ -67,24 +62,10 @@ def sequence_loss(
 
     `positions` (one per token) gives position ids that may jump (PoSE-style training).
     """
-    body, head = model.get_decoder(), model.get_output_embeddings()
-    device = head.weight.device
-    inputs = ids.to(device)[None]  # (1, T)
-    extra: dict[str, torch.Tensor] = {}
-    if positions is not None:
-        extra["position_ids"] = torch.as_tensor(list(positions)[:-1], device=device)[None]
-        # Explicit mask: transformers would read jumping positions as packed sequences.
-        extra["attention_mask"] = torch.ones_like(inputs[:, :-1])  # (1, T-1)
-    hidden = body(input_ids=inputs[:, :-1], use_cache=False, **extra).last_hidden_state[
-        0
-    ]  # (T-1, H)
-    targets = inputs[0, 1:]  # (T-1,)
-    total = hidden.new_zeros((), dtype=torch.float32)
-    for start in range(0, targets.numel(), chunk_size):
-        stop = start + chunk_size
-        total = total + checkpoint(
-            _chunk_nll, head, hidden[start:stop], targets[start:stop], use_reentrant=False
-        )
+    inputs = ids[:-1]  # (T-1,)
+    hidden = decoder_hidden(model, inputs, None if positions is None else list(positions)[:-1])
+    targets = ids[1:]  # (T-1,)
+    total, _ = chunked_nll(model, hidden, targets, chunk_size=chunk_size, recompute=True)
     return total / targets.numel()
 
 

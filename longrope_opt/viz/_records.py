@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from longrope_opt.rope import METHODS
 from longrope_opt.rope import RopeSpec
-from longrope_opt.samplers._state import trial_generation
+from longrope_opt.samplers import trial_generation
 from longrope_opt.studies import best_scaling
 
 

@@ -82,7 +82,7 @@ def test_yarn_matches_transformers_formula() -> None:
 def test_methods_registry_and_lookup() -> None:
     assert set(METHODS) == {"none", "pi", "ntk", "dynamic_ntk", "yarn"}
     assert get_method("pi") is pi
-    with pytest.raises(InvalidArgumentError, match=r"`method` must be one of .*got 'pii'"):
+    with pytest.raises(InvalidArgumentError, match=r"unknown method 'pii' .*\(did you mean 'pi'\?\); available: "):
         get_method("pii")
     np.testing.assert_array_equal(none(SMOL).factors, np.ones(32))
 

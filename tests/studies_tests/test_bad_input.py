@@ -101,18 +101,18 @@ def _case(env, name: str) -> list[str]:
 
 CASES = {
     "non-rope model": "`model` of type 'gpt2' has no rotary position embedding",
-    "target <= trained": "`target_length` must be an integer > the trained length 64, got 64",
+    "target <= trained": "`--target-length` must be > the trained length 64, got 64 (for short factors within the window, add --recovery)",
     "samples shorter than target": "has 0 document(s) of >= 4096 tokens, need k=2",
     "unknown corpus path": "`corpus` path '/no/such/folder' does not exist",
     "unknown corpus dataset": "could not read `corpus` dataset 'no_such_dataset_xyz'",
-    "unknown objective": "`objective` must be one of ['passkey', 'perplexity'], got 'nope'",
-    "unknown sampler": "must be names from ['longrope', 'evolution'",
+    "unknown objective": "unknown objective 'nope' for `--objective`; available: passkey, perplexity",
+    "unknown sampler": "unknown sampler 'nope' for `--sampler` (did you mean 'ngopt'?); available: cma, cmaes",
     "malformed storage url": "`storage` must be a database URL",
     "unreachable database": "cannot open `storage`",
-    "other target length": "was created with target_length=256; this run has target_length=320",
-    "other model": "was created with model=",
+    "other target length": "was created with --target-length 256; this run has 320",
+    "other model": "was created with --model ",
     "n_hat outside its set": "`n_hat` must be in [0, target_length = 256), got 256",
-    "other n_hat setting": "was created with n_hat='search'; this run has n_hat='4'",
+    "other n_hat setting": "was created with --n-hat 'search'; this run has 4",
     "factors wrong length": "`factors` must have length rotary_dim // 2 = 8",
     "factors non-monotone": "must be non-decreasing; first violation at index 2",
     "factors negative": "`factors` must be finite and > 0; got -2.0 at index 1",
@@ -139,7 +139,7 @@ def test_bad_input_one_line_exit_2_study_unchanged(env, name: str, capfd) -> Non
 def test_out_of_memory_fails_the_trial_and_the_search_goes_on(tmp_path, monkeypatch) -> None:
     from longrope_opt import RopeSpec
     from longrope_opt.objectives import PerplexityObjective
-    from longrope_opt.objectives import _objective
+    from longrope_opt.objectives import _perplexity_objective as _objective
     from longrope_opt.space import SearchSpace
 
     model = build_tiny_model("llama")

@@ -92,7 +92,7 @@ def test_resume_with_other_target_length_is_refused(
     args[args.index("--target-length") + 1] = "200"
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "was created with target_length=256; this run has target_length=200" in err
+    assert "was created with --target-length 256; this run has 200" in err
     assert len(optuna.load_study(study_name="tiny", storage=storage).trials) == 3
 
 
@@ -149,7 +149,7 @@ def test_unknown_objective_lists_known_ones(tiny_model_dir, tiny_corpus, tmp_pat
         )
         == 2
     )
-    assert "`objective` must be one of ['passkey', 'perplexity'" in capsys.readouterr().err
+    assert "unknown objective 'nope' for `--objective`; available: passkey, perplexity" in capsys.readouterr().err
 
 
 def test_plugin_objective_from_installed_package_runs_by_name(

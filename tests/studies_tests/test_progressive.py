@@ -22,6 +22,7 @@ from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import ShortLongScaling
 from longrope_opt.rope import compose
 from longrope_opt.space import SearchSpace
+from longrope_opt.studies import SearchConfig
 from longrope_opt.studies import best_scaling
 
 
@@ -57,7 +58,7 @@ def test_two_stages_and_recovery_compose_into_one_vanilla_export(
         str(stage1_dir), tiny_corpus, storage, "s2", 256, 6, "--base", "config", "--n-hat", "0"
     )
     s2 = optuna.load_study(study_name="s2", storage=storage)
-    assert s2.user_attrs["base_scaling"]["length"] == 128
+    assert SearchConfig.from_study(s2).base["length"] == 128
     best2 = s2.best_trial
     relative = np.array([best2.params[k] for k in sorted(best2.params) if k.startswith("lambda_")])
     stage2, _ = best_scaling(s2)
@@ -67,7 +68,8 @@ def test_two_stages_and_recovery_compose_into_one_vanilla_export(
                  "--dtype", "float32", "--no-fuse", "--heartbeat-interval", "0"]) == 0  # fmt: skip
     s2 = optuna.load_study(study_name="s2", storage=storage)
     assert len(s2.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 8
-    assert s2.user_attrs["search_config"]["base"] == s2.user_attrs["base_scaling"]
+    config = SearchConfig.from_study(s2)
+    assert config.base["length"] == 128 and config.base["factors"] == list(stage1.factors)
     best2 = s2.best_trial
     relative = np.array([best2.params[k] for k in sorted(best2.params) if k.startswith("lambda_")])
     stage2, _ = best_scaling(s2)
@@ -148,6 +150,6 @@ def test_recovery_space_caps_lambda_and_needs_the_flag(
     args = ["search", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--storage", storage,
             "--study-name", "x", "--target-length", "64", "--n-trials", "2", *EVO]  # fmt: skip
     assert main(args) == 2
-    assert "`target_length` must be an integer > the trained length 64" in capsys.readouterr().err
+    assert "`--target-length` must be > the trained length 64" in capsys.readouterr().err
     assert main([*args, "--recovery", "--target-length", "128"]) == 2
     assert "must be <= the trained length 64 with --recovery, got 128" in capsys.readouterr().err

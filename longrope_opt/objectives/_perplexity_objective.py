@@ -28,8 +28,7 @@ def suggest_scaling(trial: optuna.Trial, space: SearchSpace) -> RopeScaling:
     scaling = space.suggest(trial)
     trial.set_user_attr("n_hat", scaling.n_hat)
     trial.set_user_attr("attention_scale", scaling.attention_scale)
-    raw = [trial.params[n] for n in space.names if n in trial.params]
-    if any(b < a for a, b in zip(raw, raw[1:])):
+    if space.is_repaired(trial.params):
         trial.set_user_attr("repaired", space.repair)
     return scaling
 
@@ -88,6 +87,11 @@ class PerplexityObjective:
         self.skip_chunks = skip_chunks
         self.report = report
         self.progress = progress
+
+    @staticmethod
+    def sample_length(target_length: int, *, mode: str = "truncate", **options: Any) -> int:
+        """Tokens each sample needs: the target length, or `skip_tokens` in ``"skip"`` mode."""
+        return int(options.get("skip_tokens", 1024)) if mode == "skip" else int(target_length)
 
     def __call__(self, trial: optuna.Trial) -> float:
         scaling = suggest_scaling(trial, self.space)

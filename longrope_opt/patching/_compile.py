@@ -21,7 +21,7 @@ from torch import nn
 _FUSED = "_longrope_opt_fused"
 
 
-def _targets(model: nn.Module) -> list[nn.Module]:
+def _targets(model: Any) -> list[nn.Module]:
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     layers = getattr(decoder, "layers", None)
     if layers is None:

@@ -1,0 +1,100 @@
+"""The one "decoder body → chunked LM head → loss" path: perplexity, passkey and fine-tuning.
+
+Why not ``model(ids, labels=ids)``: at 16k tokens and a 49k vocabulary that materialises 3.2 GB of
+fp32 logits (and copies them again inside the loss). Instead the decoder body runs once, and the
+LM head + cross-entropy run over chunks of positions, so peak memory is one chunk of logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+
+
+if (
+    TYPE_CHECKING
+):  # torch is imported where it is used: `longrope_opt.models` stays light to import
+    import torch
+
+
+def final_logits(model: Any, logits: torch.Tensor) -> torch.Tensor:
+    """Apply the post-processing some families do to logits inside their forward."""
+    import torch
+
+    config = model.config
+    if getattr(config, "logits_scaling", None):  # Granite
+        logits = logits / config.logits_scaling
+    if getattr(config, "logit_scale", None):  # Cohere
+        logits = logits * config.logit_scale
+    cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2/3
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def decoder_hidden(
+    model: Any, inputs: torch.Tensor, positions: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Last hidden states of one 1-D token sequence, ``(T, H)``, without a KV cache.
+
+    `positions` (one per token) gives position ids that may jump (PoSE-style skips).
+    """
+    import torch
+
+    device = model.get_output_embeddings().weight.device
+    ids = inputs.to(device)[None]  # (1, T)
+    extra: dict[str, torch.Tensor] = {}
+    if positions is not None:
+        extra["position_ids"] = torch.as_tensor(list(positions), device=device)[None]  # (1, T)
+        # An explicit all-ones mask: without one, transformers reads position ids that jump as
+        # packed sequences and masks attention between the pieces (masking_utils.
+        # find_packed_sequence_indices) — the far pieces would never see the near ones.
+        extra["attention_mask"] = torch.ones_like(ids)  # (1, T)
+    return model.get_decoder()(input_ids=ids, use_cache=False, **extra).last_hidden_state[0]
+
+
+def _chunk(model: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    import torch.nn.functional as F
+
+    logits = final_logits(model, model.get_output_embeddings()(hidden).float())  # (C, V) fp32
+    nll = F.cross_entropy(logits, targets, reduction="sum")
+    return nll, (logits.argmax(-1) == targets).sum()
+
+
+def chunked_nll(
+    model: Any,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    chunk_size: int = 2048,
+    recompute: bool = False,
+) -> tuple[torch.Tensor, int]:
+    """Σ NLL of `targets` given `hidden` (``(S, H)`` → ``(S,)``), one LM-head chunk at a time.
+
+    Args:
+        model: The causal LM whose head (and final-logit processing) scores the tokens.
+        hidden: Hidden states that predict `targets`, position by position.
+        targets: Token ids, on any device.
+        chunk_size: Positions per chunk (peak memory ≈ chunk_size × vocab × 4 bytes).
+        recompute: Checkpoint each chunk (training: backward recomputes its logits instead of
+            keeping them). The sum is then a differentiable fp32 tensor; otherwise fp64.
+
+    Returns:
+        ``(nll_sum, n_correct)``: a 0-d tensor, and how many targets are the argmax.
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    targets = targets.to(hidden.device)
+    total = hidden.new_zeros((), dtype=torch.float32 if recompute else torch.float64)
+    correct = 0
+    for start in range(0, targets.numel(), chunk_size):
+        h, t = hidden[start : start + chunk_size], targets[start : start + chunk_size]
+        if recompute:
+            nll, hits = checkpoint(_chunk, model, h, t, use_reentrant=False)
+        else:
+            nll, hits = _chunk(model, h, t)
+        total = total + (nll if recompute else nll.double())
+        correct += int(hits)
+    return total, correct

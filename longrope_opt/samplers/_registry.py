@@ -1,0 +1,119 @@
+"""Samplers by name: the one factory `search`, `worker`, `compare` and scripts build them with.
+
+Every entry is a factory ``(space, seed, budget, **options) -> optuna.samplers.BaseSampler``
+over the shared `SearchSpace` (and its constraint policy, `SearchSpace.repair`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.registry import Registry
+from longrope_opt.space import SearchSpace
+
+
+SamplerFactory = Callable[..., optuna.samplers.BaseSampler]
+
+#: Every sampler, by the name `--sampler` / `--samplers` take.
+SAMPLERS: Registry[SamplerFactory] = Registry("sampler", flag="--sampler")
+
+#: The reference the others are measured against: the paper's evolution without its seeds,
+#: without dedup and without pruning.
+PLAIN_EVOLUTION = "evolution"
+#: Nevergrad optimizers available by their CLI names.
+NEVERGRAD_OPTIMIZERS = {
+    "ngopt": "NGOpt",
+    "cma": "CMA",
+    "twopointsde": "TwoPointsDE",
+    "pso": "PSO",
+    "oneplusone": "OnePlusOne",
+}
+
+
+def _longrope(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+    from longrope_opt.samplers._longrope import LongRoPESampler
+
+    return LongRoPESampler(space=space, seed=seed, **options)
+
+
+def _evolution(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+    from longrope_opt.samplers._longrope import LongRoPESampler
+
+    return LongRoPESampler(space=space, seed=seed, seeded=False, dedup=False, **options)
+
+
+def _nevergrad(optimizer: str) -> SamplerFactory:
+    def factory(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+        from longrope_opt.samplers._nevergrad import NevergradSampler
+
+        return NevergradSampler(space=space, optimizer=optimizer, budget=budget, seed=seed)
+
+    return factory
+
+
+def _tpe(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+    with warnings.catch_warnings():  # `multivariate` is experimental; chosen on purpose
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(multivariate=True, seed=seed)
+
+
+def _cmaes(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+    # n_hat is categorical: CMA-ES samples it independently (on purpose, no warning).
+    return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+
+
+def _random(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+SAMPLERS.add("longrope", _longrope, "the LongRoPE evolution: seeded, dedup; the default")
+SAMPLERS.add(PLAIN_EVOLUTION, _evolution, "the paper's plain GA: random start, no dedup")
+for _name, _optimizer in NEVERGRAD_OPTIMIZERS.items():
+    SAMPLERS.add(_name, _nevergrad(_optimizer), f"nevergrad {_optimizer}")
+SAMPLERS.add("tpe", _tpe, "Optuna TPE, multivariate")
+SAMPLERS.add("cmaes", _cmaes, "Optuna CMA-ES")
+SAMPLERS.add("random", _random, "Optuna random")
+
+#: What `compare` runs unless told otherwise (all but oneplusone).
+DEFAULT_SAMPLERS = tuple(name for name in SAMPLERS if name != "oneplusone")
+#: The samplers that take the evolution's options (population size, ...).
+EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION)
+
+
+def check_sampler_names(names: Sequence[str]) -> None:
+    """One clear error for an unknown or repeated sampler name."""
+    for name in names:
+        SAMPLERS.check(name, flag="--samplers")
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"`--samplers` must not repeat a name, got {list(names)}.")
+
+
+def make_sampler(
+    name: str,
+    *,
+    space: SearchSpace,
+    seed: int,
+    budget: int,
+    options: dict[str, Any] | None = None,
+) -> optuna.samplers.BaseSampler:
+    """The sampler called `name` over `space`.
+
+    Args:
+        name: A name in `SAMPLERS`.
+        space: The search space every sampler shares.
+        seed: Sampler seed.
+        budget: Trials per study (nevergrad optimizers are told it).
+        options: Keyword arguments for the evolution samplers (population size, ...); ignored
+            by the others.
+
+    Returns:
+        A fresh sampler.
+    """
+    factory = SAMPLERS.get_or_raise(name)
+    return factory(space, seed, budget, **(options or {}))

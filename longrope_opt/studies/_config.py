@@ -1,0 +1,291 @@
+"""`SearchConfig`: one search, defined once, stored in its study, rebuilt from it.
+
+The CLI parses flags into a `SearchConfig`; `run_search` runs it; the study keeps it under one
+namespaced user attr (`CONFIG_KEY`), so a worker, `export` or a script rebuilds the same search
+from the study alone, whatever flags or scripts created it. Machine settings (dtype, device,
+fusion, heartbeat) are not part of a search: each worker picks its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.rope import ATTENTION_RULES
+from longrope_opt.rope import RopeSpec
+from longrope_opt.samplers import EVOLUTION_SAMPLERS
+from longrope_opt.samplers import SAMPLERS
+from longrope_opt.space import PAPER_N_HAT
+from longrope_opt.space import SearchSpace
+
+
+#: Version of the stored form; `from_dict` refuses a newer one.
+CONFIG_VERSION = 1
+#: The study user attr that holds `SearchConfig.to_dict()`.
+CONFIG_KEY = "longrope_opt:search_config"
+#: Where releases before `SearchConfig` kept argparse keys (read once, then migrated).
+LEGACY_CONFIG_KEY = "search_config"
+PRUNERS = ("none", "wilcoxon")
+
+#: The CLI flag behind each field, so messages speak the user's language.
+FLAGS = {
+    "model": "--model", "corpus": "--corpus", "samples": "--samples", "seed": "--seed",
+    "target_length": "--target-length", "n_hat": "--n-hat", "attention": "--attention",
+    "lambda_max": "--lambda-max", "recovery": "--recovery", "base": "--base",
+    "sampler": "--sampler", "sampler_seed": "--sampler-seed",
+    "sampler_options": "the evolution flags", "objective": "--objective",
+    "objective_options": "the objective's options", "pruner": "--pruner",
+    "sample_length": "sample_length", "exclude_docs": "exclude_docs",
+}  # fmt: skip
+
+
+def _int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidArgumentError(f"`{FLAGS[name]}` must be an integer >= {low}, got {value!r}.")
+    return value
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Everything that defines a search (not where or on what hardware it runs).
+
+    Attributes:
+        model: ``"smollm2-135m"``, a model directory, a ``.gguf`` file or a hub id.
+        corpus: ``"builtin"``, a ``.txt`` file or folder, or a `datasets` name.
+        samples: Documents the objective evaluates.
+        seed: Chooses the documents; also the sampler's seed unless `sampler_seed` is set.
+        target_length: L'.
+        n_hat: ``"search"`` (the paper's set) or a fixed integer.
+        attention: A rule from `longrope_opt.rope.ATTENTION_RULES`, ``"search"``, or a fixed t
+            (a number, or its text).
+        lambda_max: Highest λ (default 1.25·s; 1.25 for a recovery search).
+        recovery: A short-context recovery search (target within the trained window).
+        base: A secondary search's base stage: ``"config"``, ``"study:NAME"``, a factor JSON
+            path, or (once resolved by `run_search`) its record.
+        sampler: A name in `longrope_opt.samplers.SAMPLERS`.
+        sampler_seed: The sampler's seed when it differs from `seed` (comparisons).
+        sampler_options: Keyword arguments of the evolution samplers (population size, ...).
+        objective: A name in `longrope_opt.objectives.OBJECTIVES` (entry points included).
+        objective_options: Keyword arguments of the objective factory.
+        pruner: ``"none"`` or ``"wilcoxon"`` (on per-sample reports).
+        sample_length: Tokens each document must have (default: what the objective needs,
+            e.g. the target length).
+        exclude_docs: Document ids the search never uses (held out for evaluation).
+        version: Version of this form.
+    """
+
+    model: str = "smollm2-135m"
+    corpus: str = "builtin"
+    samples: int = 2
+    seed: int = 0
+    target_length: int = 16384
+    n_hat: int | str = "search"
+    attention: str = "longrope"
+    lambda_max: float | None = None
+    recovery: bool = False
+    base: str | dict[str, Any] | None = None
+    sampler: str = "longrope"
+    sampler_seed: int | None = None
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    objective: str = "perplexity"
+    objective_options: dict[str, Any] = field(default_factory=dict)
+    pruner: str = "none"
+    sample_length: int | None = None
+    exclude_docs: list[str] = field(default_factory=list)
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self) -> None:
+        _int("samples", self.samples, 1)
+        _int("seed", self.seed, 0)
+        _int("target_length", self.target_length, 2)
+        if self.sampler_seed is not None:
+            _int("sampler_seed", self.sampler_seed, 0)
+        if self.sample_length is not None:
+            _int("sample_length", self.sample_length, 2)
+        object.__setattr__(self, "exclude_docs", [str(d) for d in self.exclude_docs])
+        if not isinstance(self.model, str) or not self.model:
+            raise InvalidArgumentError(f"`--model` must be a non-empty name, got {self.model!r}.")
+        if not isinstance(self.corpus, str) or not self.corpus:
+            raise InvalidArgumentError(
+                f"`--corpus` must be a non-empty name, got {self.corpus!r}."
+            )
+        object.__setattr__(self, "n_hat", _n_hat(self.n_hat))
+        object.__setattr__(self, "attention", _attention(self.attention))
+        if self.lambda_max is not None and not (
+            isinstance(self.lambda_max, (int, float)) and math.isfinite(self.lambda_max)
+        ):
+            raise InvalidArgumentError(
+                f"`--lambda-max` must be a finite number > 1, got {self.lambda_max!r}."
+            )
+        SAMPLERS.check(self.sampler)
+        OBJECTIVES.check(self.objective)
+        if self.pruner not in PRUNERS:
+            raise InvalidArgumentError(
+                f"`--pruner` must be one of {list(PRUNERS)}, got {self.pruner!r}."
+            )
+        for name in ("sampler_options", "objective_options"):
+            if not isinstance(getattr(self, name), dict):
+                raise InvalidArgumentError(
+                    f"`{name}` must be a dict, got {getattr(self, name)!r}."
+                )
+        if self.version != CONFIG_VERSION:
+            raise InvalidArgumentError(
+                f"search config version {self.version!r} is not {CONFIG_VERSION}: this study was "
+                "written by another release of longrope-opt."
+            )
+
+    # ----- stored form -----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what the study stores)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchConfig:
+        """Inverse of `to_dict`; unknown keys are an error (a newer release wrote them)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidArgumentError(
+                f"search config has unknown keys {unknown}: written by a newer longrope-opt?"
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_legacy(cls, old: dict[str, Any]) -> SearchConfig:
+        """The config of a study written before `SearchConfig` (argparse keys)."""
+        sampler = old.get("sampler") or "longrope"
+        evolution = {
+            k: old[k]
+            for k in (
+                "population_size", "num_mutations", "num_crossovers", "num_parents",
+                "mutation_prob",
+            )
+            if old.get(k) is not None
+        }  # fmt: skip
+        return cls(
+            model=old["model"],
+            corpus=old["corpus"],
+            samples=old["samples"],
+            seed=old["seed"],
+            target_length=old["target_length"],
+            n_hat=old.get("n_hat") or "search",
+            attention=old.get("attention") or "longrope",
+            lambda_max=old.get("lambda_max"),
+            recovery=bool(old.get("recovery")),
+            base=old.get("base"),
+            sampler=sampler,
+            sampler_options=evolution if sampler in EVOLUTION_SAMPLERS else {},
+            objective=old.get("objective") or "perplexity",
+        )
+
+    @classmethod
+    def from_study(cls, study: Any) -> SearchConfig:
+        """The search a study was created with (from the current key or the legacy one).
+
+        Raises:
+            InvalidArgumentError: The study was not created by `run_search` / `longrope-opt
+                search` (a plain Optuna study has no config to rebuild).
+        """
+        attrs = study.user_attrs
+        if CONFIG_KEY in attrs:
+            return cls.from_dict(attrs[CONFIG_KEY])
+        if LEGACY_CONFIG_KEY in attrs:
+            return cls.from_legacy(attrs[LEGACY_CONFIG_KEY])
+        raise InvalidArgumentError(
+            f"study {study.study_name!r} was not created by `longrope-opt search` (no "
+            f"{CONFIG_KEY!r} user attr), so its search cannot be rebuilt."
+        )
+
+    # ----- what it builds --------------------------------------------------------------------
+
+    @property
+    def effective_sampler_seed(self) -> int:
+        """The seed the sampler gets."""
+        return self.seed if self.sampler_seed is None else self.sampler_seed
+
+    def default_study_name(self) -> str:
+        """``<model>-<target length>``."""
+        return f"{self.model.replace('/', '_')}-{self.target_length}"
+
+    def build_space(self, spec: RopeSpec, base: tuple[Any, int] | None = None) -> SearchSpace:
+        """The `SearchSpace` of this search for a model with RoPE `spec`.
+
+        Args:
+            spec: The model's RoPE.
+            base: ``(factors, length)`` of a secondary search's resolved base stage.
+        """
+        recovery = self.recovery
+        if recovery != (self.target_length <= spec.original_length):
+            if recovery:
+                raise InvalidArgumentError(
+                    f"`--target-length` must be <= the trained length {spec.original_length} "
+                    f"with --recovery, got {self.target_length}."
+                )
+            if self.target_length <= spec.original_length:
+                raise InvalidArgumentError(
+                    f"`--target-length` must be > the trained length {spec.original_length}, got "
+                    f"{self.target_length} (for short factors within the window, add --recovery)."
+                )
+        if recovery and (base is not None or self.base is not None):
+            raise InvalidArgumentError(
+                "`--base` and --recovery exclude each other: short factors are absolute."
+            )
+        n_hat = PAPER_N_HAT if self.n_hat == "search" else (int(self.n_hat),)
+        rule, value = self.attention, None
+        if rule != "search" and rule not in ATTENTION_RULES:
+            rule, value = "none", float(rule)
+        scaling, length = base if base is not None else (None, None)
+        return SearchSpace(
+            spec,
+            self.target_length,
+            n_hat=n_hat,
+            attention=rule,
+            attention_value=value,
+            lambda_high=self.lambda_max,
+            base=scaling,
+            base_length=length,
+        )
+
+    def first_difference(self, other: SearchConfig) -> tuple[str, Any, Any] | None:
+        """``(flag, self's value, other's value)`` of the first field that differs, or None."""
+        for f in dataclasses.fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if mine != theirs:
+                return FLAGS.get(f.name, f.name), mine, theirs
+        return None
+
+
+def _n_hat(value: Any) -> int | str:
+    if value == "search":
+        return "search"
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = -1
+    if isinstance(value, bool) or n < 0 or (isinstance(value, float) and n != value):
+        raise InvalidArgumentError(
+            f"`--n-hat` must be 'search' or an integer >= 0, got {value!r}."
+        )
+    return n
+
+
+def _attention(value: Any) -> str:
+    text = str(value)
+    if text == "search" or text in ATTENTION_RULES:
+        return text
+    try:
+        t = float(text)
+    except ValueError:
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise InvalidArgumentError(
+            f"`--attention` must be 'search', one of {sorted(ATTENTION_RULES)}, or a number > 0, "
+            f"got {value!r}."
+        )
+    return text

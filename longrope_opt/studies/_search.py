@@ -1,0 +1,194 @@
+"""`run_search`: the library entry point every search goes through (CLI, workers, compare, scripts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.objectives import sample_length
+from longrope_opt.rope import RopeSpec
+from longrope_opt.samplers import make_sampler
+from longrope_opt.studies._compare import make_pruner
+from longrope_opt.studies._config import CONFIG_KEY
+from longrope_opt.studies._config import LEGACY_CONFIG_KEY
+from longrope_opt.studies._config import SearchConfig
+from longrope_opt.studies._provenance import provenance_of
+from longrope_opt.studies._run import open_study
+from longrope_opt.studies._run import run_study
+from longrope_opt.studies._stages import base_from_record
+from longrope_opt.studies._stages import base_record
+from longrope_opt.studies._stages import resolve_base
+from longrope_opt.studies._storage import make_storage
+from longrope_opt.studies._storage import resolve_storage_url
+
+
+logger = logging.getLogger(__name__)
+TOTAL_KEY = "n_trials"
+
+
+@dataclass
+class SearchResult:
+    """What a `run_search` call did.
+
+    Attributes:
+        study: The study (the search's whole state; `study.best_trial` is the best so far).
+        config: The config as stored (a `base` source resolved to its record).
+        finished: Trials finished by this call.
+        seconds: Wall time of the trials.
+    """
+
+    study: optuna.Study
+    config: SearchConfig
+    finished: int
+    seconds: float
+
+
+def run_search(
+    config: SearchConfig,
+    *,
+    storage: Any = None,
+    study_name: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    dtype: str = "bfloat16",
+    fuse: bool = True,
+    heartbeat_interval: int | None = 60,
+    store_total: bool = True,
+    progress: bool = True,
+    graceful_interrupt: bool = False,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> SearchResult:
+    """Create or resume the study of `config` and run it until it holds `n_trials` trials.
+
+    Rerunning with the same arguments continues the study; a study created with another config
+    is refused (one line naming the first differing flag). The config is stored in the study
+    (`CONFIG_KEY`), so `SearchConfig.from_study` rebuilds the search anywhere.
+
+    Args:
+        config: The search.
+        storage: An Optuna storage or URL; default ``$LONGROPE_OPT_STORAGE`` or
+            ``sqlite:///longrope.db``.
+        study_name: Default: `SearchConfig.default_study_name`.
+        n_trials: The study's total of finished (complete or pruned) trials, across runs and
+            workers; None runs until `timeout`.
+        timeout: Seconds for this call (0 creates or checks the study and runs nothing).
+        dtype: Model dtype on this machine.
+        fuse: Compile the element-wise work (faster long forwards).
+        heartbeat_interval: Trial heartbeat in seconds (None or 0: off).
+        store_total: Record `n_trials` in the study as its total (what workers read).
+        progress: Progress bars.
+        graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
+        model: A loaded model for `config.model` (comparisons reuse one across studies).
+        tokenizer: Its tokenizer (with `model`).
+
+    Returns:
+        A `SearchResult`.
+
+    Example:
+        >>> from longrope_opt.studies import SearchConfig, run_search
+        >>> config = SearchConfig(target_length=16384, samples=1,
+        ...                       sampler_options={"population_size": 8})
+        >>> result = run_search(config, storage="sqlite:///longrope.db", n_trials=16)
+        >>> result.study.best_value
+    """
+    from longrope_opt.data import load_samples
+    from longrope_opt.models import load_model
+
+    if n_trials is not None and (isinstance(n_trials, bool) or n_trials < 1):
+        raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {n_trials}.")
+    if timeout is not None and not timeout >= 0:
+        raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
+    factory = OBJECTIVES.get_or_raise(config.objective)
+    pruner = make_pruner(config.pruner, config.sampler)  # a missing extra fails before loading
+    if not isinstance(storage, optuna.storages.BaseStorage):
+        url = resolve_storage_url(storage)
+        storage = make_storage(url, heartbeat_interval=heartbeat_interval or None)
+    name = study_name or config.default_study_name()
+    if model is None:
+        model, tokenizer = load_model(config.model, dtype=dtype, fuse=fuse)
+    spec = RopeSpec.from_config(model.config)
+    base = None
+    if config.base is not None:
+        source = config.base
+        base = (
+            base_from_record(source)
+            if isinstance(source, dict)
+            else resolve_base(source, model_config=model.config, storage=storage)
+        )
+        config = dataclasses.replace(config, base=base_record(*base))  # what workers read
+    space = config.build_space(spec, base)  # validates the target length against the model
+    options = dict(config.objective_options)
+    length = config.sample_length or sample_length(factory, config.target_length, options)
+    samples = load_samples(
+        config.corpus, tokenizer, length, config.samples, config.seed, exclude=config.exclude_docs
+    )
+    sampler = make_sampler(
+        config.sampler,
+        space=space,
+        seed=config.effective_sampler_seed,
+        budget=n_trials or 1000,
+        options=config.sampler_options,
+    )
+    _check_stored(storage, name, config)
+    study = open_study(
+        storage=storage,
+        study_name=name,
+        sampler=sampler,
+        provenance=provenance_of(
+            model_name=config.model,
+            model=model,
+            spec=spec,
+            target_length=config.target_length,
+            samples=samples,
+            seed=config.seed,
+            objective=config.objective,
+        ),
+        spec=spec,
+        pruner=pruner,
+        config={CONFIG_KEY: config.to_dict()},
+    )
+    if store_total and n_trials is not None:
+        study.set_user_attr(TOTAL_KEY, n_trials)  # the study's total, for its workers
+    objective = factory(model, samples, space=space, progress=progress, **options)
+    start = time.perf_counter()
+    done = 0
+    if timeout != 0:
+        done = run_study(
+            study,
+            objective,
+            n_trials=n_trials,
+            timeout=timeout,
+            show_progress_bar=progress,
+            graceful_interrupt=graceful_interrupt,
+        )
+    return SearchResult(study, config, done, time.perf_counter() - start)
+
+
+def _check_stored(storage: Any, name: str, config: SearchConfig) -> None:
+    # A resumed study must be the same search; a study written by an earlier release keeps its
+    # config under the legacy key: compare with it, then store it under the current key once.
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return
+    if CONFIG_KEY not in study.user_attrs and LEGACY_CONFIG_KEY not in study.user_attrs:
+        return  # made by a script without a config: provenance is still checked
+    stored = SearchConfig.from_study(study)
+    diff = stored.first_difference(config)
+    if diff is not None:
+        flag, was, now = diff
+        raise InvalidArgumentError(
+            f"study {name!r} was created with {flag} {was!r}; this run has {now!r}. Use another "
+            "`--study-name` or the same settings."
+        )
+    if CONFIG_KEY not in study.user_attrs:
+        study.set_user_attr(CONFIG_KEY, config.to_dict())
+        logger.info("study %r: search config migrated to %r", name, CONFIG_KEY)
