@@ -36,17 +36,26 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
         "--samples", type=int, default=2, metavar="K", help="documents to evaluate (default 2)"
     )
     group.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
-    group.add_argument(
-        "--dtype",
-        default="bfloat16",
-        choices=["bfloat16", "float32", "float16"],
-        help="model dtype (RoPE angles are fp32 regardless; default bfloat16)",
-    )
+    add_dtype_flag(group)
     group.add_argument(
         "--fuse",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="compile element-wise work for faster long forwards (default on)",
+    )
+
+
+def add_dtype_flag(group: Any) -> None:
+    """--dtype: a compute path, or auto (the fastest on this machine, measured once)."""
+    from longrope_opt.models import PATHS
+
+    group.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", *PATHS],
+        help="compute path (RoPE angles are fp32 regardless): auto (default: the fastest of "
+        "bfloat16, bf16-fp32attn and float32 on this CPU, timed once and cached), "
+        f"{PATHS.help_text()}",
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from longrope_opt.cli._common import add_dtype_flag
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
@@ -42,7 +43,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--timeout", type=float, default=None, help="stop after SECONDS")
     add_heartbeat_flag(parser)
     machine = parser.add_argument_group("this machine")
-    machine.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
+    add_dtype_flag(machine)
     machine.add_argument(
         "--fuse", action=argparse.BooleanOptionalAction, default=True, help="(default on)"
     )

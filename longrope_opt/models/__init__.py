@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from longrope_opt.models._compute import PATHS
+from longrope_opt.models._compute import ComputePath
+from longrope_opt.models._compute import PathChoice
+from longrope_opt.models._compute import choose_path
+from longrope_opt.models._compute import cpu_name
 from longrope_opt.models._export import as_pair
 from longrope_opt.models._export import export_model
 from longrope_opt.models._export import needs_loader
@@ -16,6 +21,11 @@ from longrope_opt.models._smollm2 import cache_dir
 
 
 __all__ = [
+    "PATHS",
+    "ComputePath",
+    "PathChoice",
+    "choose_path",
+    "cpu_name",
     "DEFAULT_MODEL",
     "as_pair",
     "cache_dir",

@@ -14,8 +14,8 @@ from longrope_opt.models._smollm2 import ALIAS
 from longrope_opt.models._smollm2 import resolve_smollm2
 
 
-DTYPES = ("bfloat16", "float32", "float16")
-ATTENTION = ("sdpa", "flash_attention_2", "eager")
+DTYPES = ("auto", "bfloat16", "bf16-fp32attn", "float32", "float16")
+ATTENTION = ("sdpa", "flash_attention_2", "eager", "longrope_sdpa_fp32")
 
 
 def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -46,8 +46,8 @@ def _resolve(name_or_path: str) -> tuple[str, str | None]:
 def load_model(
     name_or_path: str = ALIAS,
     *,
-    dtype: str = "bfloat16",
-    attn: str = "sdpa",
+    dtype: str = "auto",
+    attn: str | None = None,
     device: str = "cpu",
     fuse: bool = False,
 ) -> tuple[Any, Any]:
@@ -56,10 +56,14 @@ def load_model(
     Args:
         name_or_path: ``"smollm2-135m"`` (offline default), a local model directory, a ``.gguf``
             file, or a hub id (needs the network the first time).
-        dtype: ``"bfloat16"`` (default; ≈ 5× faster than fp32 on CPUs with AMX), ``"float32"``
-            or ``"float16"``. RoPE angles are computed in fp32 in every case.
-        attn: ``"sdpa"`` (default), ``"flash_attention_2"`` (CUDA with the ``gpu`` extra only; falls
-            back to SDPA elsewhere) or ``"eager"``.
+        dtype: A compute path: ``"auto"`` (default, see below), ``"bfloat16"``, ``"bf16-fp32attn"`` (bf16 linear layers,
+            fp32 attention), ``"float32"``, ``"float16"``; ``"auto"`` is the fastest of the
+            first three on this CPU for this model's shape, measured once and cached (see
+            `choose_path`). RoPE angles are
+            computed in fp32 in every case.
+        attn: Attention implementation; default the path's (SDPA, or fp32 SDPA):
+            ``"flash_attention_2"`` (CUDA with the ``gpu`` extra only; falls back to SDPA
+            elsewhere) or ``"eager"``.
         device: Torch device string.
         fuse: Compile the element-wise work (norms, MLP) with `torch.compile`: ≈ 10–20% faster
             long forwards on CPU after a one-off compile per sequence length (tens of seconds).
@@ -74,17 +78,28 @@ def load_model(
         InvalidArgumentError: Bad `dtype` or `attn`.
     """
     _check_choice("dtype", dtype, DTYPES)
-    _check_choice("attn", attn, ATTENTION)
+    if attn is not None:
+        _check_choice("attn", attn, ATTENTION)
     import torch
     from transformers import AutoModelForCausalLM
     from transformers import AutoTokenizer
 
+    from longrope_opt.models._compute import PATHS
+    from longrope_opt.models._compute import PathChoice
+    from longrope_opt.models._compute import choose_path
+    from longrope_opt.models._compute import cpu_name
     from longrope_opt.models._export import needs_loader
     from longrope_opt.models._export import read_export
+    from longrope_opt.models._smollm2 import cache_dir
     from longrope_opt.patching import find_rotary_modules
     from longrope_opt.patching import fuse_elementwise
     from longrope_opt.patching import install_rope_scaling
+    from longrope_opt.patching import set_attention
 
+    auto = dtype == "auto"
+    path = PATHS["float32" if auto else dtype]  # auto: load exact weights, then measure
+    if attn is None:
+        attn = "sdpa"  # the path's own attention is set once the path is chosen
     if attn == "flash_attention_2" and not _flash_attention_usable(device):
         print(
             "[longrope-opt] flash-attn 2 needs CUDA and the `gpu` extra; using SDPA instead.",
@@ -100,7 +115,7 @@ def load_model(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **extra)
         model: Any = AutoModelForCausalLM.from_pretrained(
-            source, dtype=getattr(torch, dtype), attn_implementation=attn, **extra
+            source, dtype=getattr(torch, path.dtype), attn_implementation=attn, **extra
         )
     except OSError as exc:
         raise ModelLoadError(
@@ -120,6 +135,17 @@ def load_model(
             f"[longrope-opt] installed the exported RoPE (n_hat {exported.n_hat}) on {name_or_path}",
             file=sys.stderr,
         )
+    if auto:
+        choice = choose_path(model, cache=cache_dir())
+        print(f"[longrope-opt] {choice.describe()}", file=sys.stderr, flush=True)
+    else:
+        choice = PathChoice(dtype, cpu_name(), {}, "forced")
+    path = PATHS[choice.path]
+    if model.dtype != getattr(torch, path.dtype):
+        model.to(getattr(torch, path.dtype))
+    if attn == "sdpa" and path.attn != "sdpa":
+        set_attention(model, path.attn)
+    model.longrope_opt_compute = choice.to_dict()  # study provenance reads it
     model.to(device).eval()
     model.config.use_cache = False
     if fuse:

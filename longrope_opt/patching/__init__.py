@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from longrope_opt.patching._apply import apply_rope_scaling
 from longrope_opt.patching._apply import install_rope_scaling
+from longrope_opt.patching._attention import ATTENTION_IMPLEMENTATIONS
+from longrope_opt.patching._attention import SDPA_FP32
+from longrope_opt.patching._attention import attention_of
+from longrope_opt.patching._attention import set_attention
 from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._compile import fuse_elementwise
 from longrope_opt.patching._compile import is_fused
@@ -15,6 +19,10 @@ from longrope_opt.patching._compile import unfuse_elementwise
 
 
 __all__ = [
+    "ATTENTION_IMPLEMENTATIONS",
+    "SDPA_FP32",
+    "attention_of",
+    "set_attention",
     "apply_rope_scaling",
     "find_rotary_modules",
     "install_rope_scaling",

@@ -79,7 +79,7 @@ def run_comparison(
     samplers: Sequence[str],
     seeds: Sequence[int],
     budget: int,
-    dtype: str = "bfloat16",
+    dtype: str = "auto",
     fuse: bool = True,
     on_study: Callable[[int, int, str], None] | None = None,
 ) -> int:

@@ -32,8 +32,10 @@ def build_provenance(
     samples: int,
     seed: int,
     objective: str,
+    compute: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The provenance record of a search (JSON-ready)."""
+    """The provenance record of a search (JSON-ready); `compute` is the `PathChoice` of the
+    process that created the study (dtype, attention, and the timings behind an auto choice)."""
     return {
         "model": model,
         "model_type": model_type,
@@ -45,6 +47,7 @@ def build_provenance(
         "samples": samples,
         "seed": seed,
         "objective": objective,
+        "compute": compute,
         "versions": {
             "longrope_opt": _version("longrope-opt"),
             "torch": _version("torch"),
@@ -81,4 +84,5 @@ def provenance_of(
         samples=len(samples),
         seed=seed,
         objective=objective,
+        compute=getattr(model, "longrope_opt_compute", None),
     )

@@ -57,7 +57,7 @@ def run_search(
     study_name: str | None = None,
     n_trials: int | None = None,
     timeout: float | None = None,
-    dtype: str = "bfloat16",
+    dtype: str = "auto",
     fuse: bool = True,
     heartbeat_interval: int | None = 60,
     store_total: bool = True,
