@@ -7,6 +7,7 @@ on stderr and exit code 2 (a traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import warnings
 from collections.abc import Sequence
@@ -48,10 +49,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrHandler(logging.Handler):
+    """Writes to whatever `sys.stderr` is at the time (tests and notebooks swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(self.format(record), file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            self.handleError(record)
+
+
+def _log_to_stderr() -> None:
+    # The library logs through `logging`; the CLI shows its info lines as it always printed them.
+    root = logging.getLogger("longrope_opt")
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("[longrope-opt] %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``longrope-opt`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _log_to_stderr()
     try:
         with warnings.catch_warnings():
             # Heartbeats, their retry callback and WilcoxonPruner are experimental in Optuna; we

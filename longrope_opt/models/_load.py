@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from longrope_opt.models._smollm2 import ALIAS
 from longrope_opt.models._smollm2 import resolve_smollm2
 
 
+logger = logging.getLogger(__name__)
 DTYPES = ("auto", "bfloat16", "bf16-fp32attn", "float32", "float16")
 ATTENTION = ("sdpa", "flash_attention_2", "eager", "longrope_sdpa_fp32")
 
@@ -101,16 +102,11 @@ def load_model(
     if attn is None:
         attn = "sdpa"  # the path's own attention is set once the path is chosen
     if attn == "flash_attention_2" and not _flash_attention_usable(device):
-        print(
-            "[longrope-opt] flash-attn 2 needs CUDA and the `gpu` extra; using SDPA instead.",
-            file=sys.stderr,
-        )
+        logger.warning("flash-attn 2 needs CUDA and the `gpu` extra; using SDPA instead.")
         attn = "sdpa"
     source, gguf_file = _resolve(name_or_path)
     start = time.perf_counter()
-    print(
-        f"[longrope-opt] loading {name_or_path} ({dtype}, {attn}) ...", file=sys.stderr, flush=True
-    )
+    logger.info("loading %s (%s, %s) ...", name_or_path, dtype, attn)
     extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **extra)
@@ -131,13 +127,10 @@ def load_model(
     if exported is not None and needs_loader(exported):
         # An export with n̂ > 0: transformers built the RoPE without it; install the exact one.
         install_rope_scaling(model, exported)
-        print(
-            f"[longrope-opt] installed the exported RoPE (n_hat {exported.n_hat}) on {name_or_path}",
-            file=sys.stderr,
-        )
+        logger.info("installed the exported RoPE (n_hat %d) on %s", exported.n_hat, name_or_path)
     if auto:
         choice = choose_path(model, cache=cache_dir())
-        print(f"[longrope-opt] {choice.describe()}", file=sys.stderr, flush=True)
+        logger.info("%s", choice.describe())
     else:
         choice = PathChoice(dtype, cpu_name(), {}, "forced")
     path = PATHS[choice.path]
@@ -150,11 +143,7 @@ def load_model(
     model.config.use_cache = False
     if fuse:
         fuse_elementwise(model)
-    print(
-        f"[longrope-opt] loaded {name_or_path} in {time.perf_counter() - start:.1f} s",
-        file=sys.stderr,
-        flush=True,
-    )
+    logger.info("loaded %s in %.1f s", name_or_path, time.perf_counter() - start)
     return model, tokenizer
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -20,6 +21,9 @@ import zipfile
 from pathlib import Path
 
 from longrope_opt.errors import ModelLoadError
+
+
+logger = logging.getLogger(__name__)
 
 
 ALIAS = "smollm2-135m"
@@ -34,7 +38,7 @@ def cache_dir() -> Path:
 
 
 def _say(message: str) -> None:
-    print(f"[longrope-opt] {message}", file=sys.stderr, flush=True)
+    logger.info("%s", message)
 
 
 def _find_or_fetch_gguf(workdir: Path) -> Path:

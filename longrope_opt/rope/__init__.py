@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.registry import Registry
+from longrope_opt.rope._methods import critical_dimension
 from longrope_opt.rope._methods import dynamic_ntk
 from longrope_opt.rope._methods import longrope_attention_scale
 from longrope_opt.rope._methods import none
@@ -68,6 +69,7 @@ __all__ = [
     "ShortLongScaling",
     "attention_scale_for",
     "compose",
+    "critical_dimension",
     "dynamic_ntk",
     "get_method",
     "longrope_attention_scale",

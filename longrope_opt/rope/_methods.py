@@ -131,3 +131,21 @@ def yarn(
     factors = 1.0 / ((1.0 - extrapolation) / s + extrapolation)
     t = yarn_attention_scale(s) if attention_scale is None else attention_scale
     return RopeScaling(factors, 0, t, method="yarn")
+
+
+def critical_dimension(spec: RopeSpec) -> int:
+    """The first λ index whose rotation period exceeds the trained length (LongRoPE2, Eq. 7).
+
+    Frequency i turns once every 2π·base^(2i/d) positions. Below this index every frequency
+    completed a full turn within the trained length L, so the model saw all its angles; from it
+    on, angles past L are new, and those are the dimensions an extension must rescale. In
+    dimension units LongRoPE2 writes d_tcd = 2⌈(d/2)·log_base(L/2π)⌉; this returns the index,
+    counted exactly (a period equal to L has been fully seen). ``n_factors`` when every period
+    fits in L.
+
+    Examples: Llama-2 (base 1e4, d 128, L 4096) → 46; SmolLM2 (base 1e5, d 64, L 8192) → 20.
+    """
+    i = np.arange(spec.n_factors, dtype=np.float64)
+    periods = 2 * math.pi * spec.base ** (2 * i / spec.rotary_dim)
+    beyond = np.flatnonzero(periods > spec.original_length)
+    return int(beyond[0]) if beyond.size else spec.n_factors

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +22,7 @@ from longrope_opt.samplers import enqueue_seeds
 from longrope_opt.studies._provenance import check_compatible
 
 
+logger = logging.getLogger(__name__)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -105,10 +106,8 @@ def _graceful_sigint(study: optuna.Study) -> Iterator[list[bool]]:
         if interrupted[0]:
             raise KeyboardInterrupt
         interrupted[0] = True
-        print(
-            "\nCtrl-C: finishing the current trial, then stopping (Ctrl-C again to abort it).",
-            file=sys.stderr,
-            flush=True,
+        logger.warning(
+            "Ctrl-C: finishing the current trial, then stopping (Ctrl-C again to abort it)."
         )
         # RuntimeError: the signal landed just outside the optimize loop, where nothing runs.
         with contextlib.suppress(RuntimeError):

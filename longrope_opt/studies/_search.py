@@ -106,6 +106,8 @@ def run_search(
         raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {n_trials}.")
     if timeout is not None and not timeout >= 0:
         raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
+    if study_name is not None and not study_name.strip():
+        raise InvalidArgumentError("`--study-name` must not be empty (omit it for the default).")
     factory = OBJECTIVES.get_or_raise(config.objective)
     pruner = make_pruner(config.pruner, config.sampler)  # a missing extra fails before loading
     if not isinstance(storage, optuna.storages.BaseStorage):
@@ -155,8 +157,16 @@ def run_search(
         pruner=pruner,
         config={CONFIG_KEY: config.to_dict()},
     )
+    stored_total = study.user_attrs.get(TOTAL_KEY)
     if store_total and n_trials is not None:
-        study.set_user_attr(TOTAL_KEY, n_trials)  # the study's total, for its workers
+        if stored_total is not None and n_trials < stored_total:
+            # Lowering it would silently stop the study's other workers early.
+            logger.warning(
+                "--n-trials %d is below study %r's total of %d trials; the total stays %d.",
+                n_trials, name, stored_total, stored_total,
+            )  # fmt: skip
+        else:
+            study.set_user_attr(TOTAL_KEY, n_trials)  # the study's total, for its workers
     objective = factory(model, samples, space=space, progress=progress, **options)
     start = time.perf_counter()
     done = 0

@@ -73,7 +73,8 @@ def test_hub_id_without_network(monkeypatch) -> None:
     [
         (
             {"dtype": "fp8"},
-            r"`dtype` must be one of \['bfloat16', 'float32', 'float16'\], got 'fp8'",
+            r"`dtype` must be one of \['auto', 'bfloat16', 'bf16-fp32attn', 'float32', 'float16'\], "
+            r"got 'fp8'",
         ),
         ({"attn": "flash"}, r"`attn` must be one of .*got 'flash'"),
     ],

@@ -180,3 +180,23 @@ def test_scaling_length_checked_against_spec() -> None:
 def test_spec_validation(kwargs: dict, arg: str) -> None:
     with pytest.raises(InvalidArgumentError, match=f"`{arg}` must be"):
         RopeSpec(**kwargs)
+
+
+def test_critical_dimension_against_a_hand_computation() -> None:
+    from longrope_opt.rope import critical_dimension
+
+    # Llama-2: θ 1e4, d 128, L 4096. log_θ(4096/2π) = ln 651.9 / ln 1e4 = 0.70355; × 64 = 45.03,
+    # so index 45 turns once in 2π·1e4^(90/128) = 4,007 ≤ 4096 positions, index 46 in 4,600.
+    llama2 = RopeSpec(head_dim=128, base=10000.0, original_length=4096)
+    assert critical_dimension(llama2) == 46
+    # SmolLM2: θ 1e5, d 64, L 8192: periods 5,847 at index 19 and 8,379 at index 20.
+    smol = RopeSpec(head_dim=64, base=100000.0, original_length=8192)
+    assert critical_dimension(smol) == 20
+    # LLaMA3-8B (θ 5e5, d 128, L 8192): 35, as LongRoPE2 gives in dimension units (70).
+    assert critical_dimension(RopeSpec(head_dim=128, base=500000.0, original_length=8192)) == 35
+    # Index 1 turns once in 628.3 positions: past L = 628 by a fraction, so it is critical.
+    exact = RopeSpec(head_dim=4, base=10000.0, original_length=int(2 * np.pi * 100))
+    assert 2 * np.pi * 10000.0 ** (2 / 4) > exact.original_length
+    assert critical_dimension(exact) == 1
+    # Every period within L: no dimension needs extension.
+    assert critical_dimension(RopeSpec(head_dim=8, base=2.0, original_length=4096)) == 4

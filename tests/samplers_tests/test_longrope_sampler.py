@@ -199,3 +199,18 @@ def test_keyword_only_and_space_type() -> None:
         LongRoPESampler(SMALL)  # type: ignore[misc]
     with pytest.raises(InvalidArgumentError, match="`space` must be a SearchSpace, got dict"):
         LongRoPESampler(space={})  # type: ignore[arg-type]
+
+
+def test_no_seed_draws_one_that_optuna_accepts() -> None:
+    from longrope_opt import RopeSpec
+
+    space = SearchSpace(RopeSpec(head_dim=16, base=10000.0, original_length=64), 256)
+    seeds = set()
+    for _ in range(3):
+        sampler = LongRoPESampler(space=space)  # used to raise: Seed must be between 0 and 2**32 - 1
+        study = optuna.create_study(sampler=sampler)
+        enqueue_seeds(study, sampler)
+        study.optimize(lambda t: float(space.suggest(t).factors.sum()), n_trials=5)
+        seeds.add(sampler._seed)
+        assert 0 <= sampler._seed < 2**32
+    assert len(seeds) == 3  # drawn fresh each time
