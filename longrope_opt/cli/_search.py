@@ -144,7 +144,7 @@ def execute(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = resolve_storage_url(storage)
-    name = study_name or config.default_study_name()
+    name = config.default_study_name() if study_name is None else study_name
     try:
         result = run_search(config, storage=url, study_name=name, graceful_interrupt=True, **run)
     except KeyboardInterrupt:

@@ -49,6 +49,25 @@ def _with_postgres_driver(url: str) -> str:
     )
 
 
+def _serialize_sqlite(engine: Any) -> None:
+    # SQLite ignores SELECT ... FOR UPDATE, and pysqlite's deferred transactions let two
+    # processes both read a WAITING trial, then both mark it RUNNING: Optuna's trial queue (the
+    # enqueued seeds, retried stale trials) could hand one trial to two workers, and the slower
+    # one then fails with "Cannot tell a COMPLETE trial". Taking the write lock when each
+    # transaction begins (SQLAlchemy's recipe for pysqlite) makes read-then-write atomic.
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy's "begin" below emits it
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened while creating the schema get the listeners too
+
+
 def make_storage(url: str, *, heartbeat_interval: int | None = None) -> optuna.storages.RDBStorage:
     """An `RDBStorage` for `url`, with a patient SQLite lock and optional trial heartbeat.
 
@@ -74,12 +93,15 @@ def make_storage(url: str, *, heartbeat_interval: int | None = None) -> optuna.s
 
     try:
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
         except sqlalchemy.exc.IntegrityError:
             # Another process created the schema at the same moment (both inserted the alembic
             # version row); the schema now exists, so opening again succeeds.
             time.sleep(0.5)
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        if url.startswith("sqlite"):
+            _serialize_sqlite(storage.engine)
+        return storage
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many types; all mean "cannot open"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"cannot open `storage` {url!r}: {first}") from exc

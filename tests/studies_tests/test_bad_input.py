@@ -96,6 +96,10 @@ def _case(env, name: str) -> list[str]:
         "factors NaN": [*evaluate, "--factors", f["nan"]],
         "factors n_hat negative": [*evaluate, "--factors", f["nhat"]],
         "worker unknown study": ["worker", "--storage", env["storage"], "--study-name", "nope"],
+        "negative seed": [*ok, "--n-trials", "8", "--seed", "-1"],
+        "negative timeout": [*ok, "--n-trials", "8", "--timeout", "-1"],
+        "empty study name": [*ok, "--n-trials", "8", "--study-name", ""],
+        "unknown sampler, close": [*ok, "--n-trials", "8", "--sampler", "tpee"],
     }[name]
 
 
@@ -119,6 +123,10 @@ CASES = {
     "factors NaN": "`factors` must be finite and > 0; got nan at index 1",
     "factors n_hat negative": "`n_hat` must be an integer >= 0",
     "worker unknown study": "`--study-name` 'nope' not found",
+    "negative seed": "`--seed` must be an integer >= 0, got -1",
+    "negative timeout": "`--timeout` must be >= 0 seconds, got -1.0",
+    "empty study name": "`--study-name` must not be empty",
+    "unknown sampler, close": "unknown sampler 'tpee' for `--sampler` (did you mean 'tpe'?)",
 }
 
 
