@@ -111,6 +111,30 @@ def add_heartbeat_flag(parser: Any) -> None:
     )
 
 
+def check_output_file(path: str, *, flag: str) -> None:
+    """An output file's folder must exist and the file must not be a directory: checked before
+    any model loads, so a typo never costs an evaluation."""
+    from pathlib import Path
+
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InvalidArgumentError(f"`{flag}` {path!r} is a directory; give a file name.")
+    parent = target.parent
+    if not parent.is_dir():
+        raise InvalidArgumentError(
+            f"`{flag}` {path!r}: folder {str(parent)!r} does not exist; create it first."
+        )
+
+
+def add_overwrite_flag(parser: Any) -> None:
+    """--overwrite: allow writing into an existing non-empty model directory."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an existing non-empty directory (never the source model's own)",
+    )
+
+
 def int_list(text: str, *, name: str) -> list[int]:
     """'8192,16k,32k' → [8192, 16384, 32768]."""
     values = []

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]
     check_sampler_names(samplers)
-    for flag in ("budget", "seeds", "samples", "skip_tokens", "skip_chunks"):
+    for flag in ("budget", "seeds", "samples"):
         if getattr(args, flag) < 1:
             raise InvalidArgumentError(
                 f"`--{flag.replace('_', '-')}` must be >= 1, got {getattr(args, flag)}."

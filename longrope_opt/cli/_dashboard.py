@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             "the dashboard needs optuna-dashboard: pip install 'longrope-opt[dashboard]'."
         ) from None
     url = resolve_storage_url(args.storage)
-    storage = make_storage(url)
+    storage = make_storage(url, must_exist=args.attach_only)
     for name, figures in attach_all(storage).items():
         print(f"  {name}: {', '.join(figures) or 'no completed trial yet'}", flush=True)
     if args.attach_only:

@@ -9,6 +9,7 @@ from typing import Any
 from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import check_output_file
 from longrope_opt.cli._common import int_list
 from longrope_opt.errors import InvalidArgumentError
 
@@ -100,7 +101,11 @@ def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
-    storage = make_storage(resolve_storage_url(args.storage)) if args.study_name else None
+    storage = (
+        make_storage(resolve_storage_url(args.storage), must_exist=True)
+        if args.study_name
+        else None
+    )
     scaling, _ = factors_with_length(
         factors=args.factors, study_name=args.study_name, storage=storage
     )
@@ -143,6 +148,12 @@ def run(args: argparse.Namespace) -> int:
 
     lengths = int_list(args.lengths, name="lengths")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise InvalidArgumentError(
+            f"`--methods` must name at least one method (e.g. none,yarn), got {args.methods!r}."
+        )
+    if args.output:
+        check_output_file(f"{args.output}.csv", flag="--output")
     for m in methods:
         if m not in METHODS and m != "model":
             raise InvalidArgumentError(

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from longrope_opt.cli._common import add_overwrite_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import check_output_file
 from longrope_opt.errors import InvalidArgumentError
 
 
@@ -38,6 +40,7 @@ def add_parser(sub: Any) -> None:
     )
     model = parser.add_argument_group("model directory")
     model.add_argument("--model-dir", default=None, help="also write a model directory here")
+    add_overwrite_flag(model)
     model.add_argument(
         "--model", default=None, help="weights to save (default: the model the study searched)"
     )
@@ -61,7 +64,14 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
-    storage = make_storage(resolve_storage_url(args.storage))
+    check_output_file(args.output, flag="--output")
+    if args.model_dir:  # before the study is read or any weights load
+        from longrope_opt.models import check_output_dir
+
+        check_output_dir(
+            args.model_dir, overwrite=args.overwrite, source=args.model, flag="--model-dir"
+        )
+    storage = make_storage(resolve_storage_url(args.storage), must_exist=True)
     study = load_named_study(storage, args.study_name)
     short = None
     if args.short_study:
@@ -103,7 +113,7 @@ def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
     meta = {"study": study.study_name, "trial": best.number, "value": best.value}
     out = export_model(
         model, tokenizer, args.model_dir, scaling, target_length=int(target),
-        dtype=args.save_dtype, metadata=meta,
+        dtype=args.save_dtype, metadata=meta, overwrite=args.overwrite,
     )  # fmt: skip
     loader = needs_loader(as_pair(scaling, spec))
     how = "longrope_opt.models.load_model (n_hat > 0)" if loader else "vanilla transformers"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from longrope_opt.cli._common import add_overwrite_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.errors import InvalidArgumentError
@@ -77,6 +78,7 @@ def add_parser(sub: Any) -> None:
     )
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", required=True, help="model directory to write")
+    add_overwrite_flag(out)
     out.add_argument(
         "--save-dtype",
         default="bfloat16",
@@ -93,7 +95,11 @@ def _scaling(args: argparse.Namespace) -> tuple[Any, int | None]:
 
     if bool(args.factors) == bool(args.study_name):
         raise InvalidArgumentError("give exactly one of `--factors` or `--study-name`.")
-    storage = make_storage(resolve_storage_url(args.storage)) if args.study_name else None
+    storage = (
+        make_storage(resolve_storage_url(args.storage), must_exist=True)
+        if args.study_name
+        else None
+    )
     return factors_with_length(factors=args.factors, study_name=args.study_name, storage=storage)
 
 
@@ -101,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     """Load fp32 weights, fine-tune with the factors, export the model directory."""
     from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
+    from longrope_opt.models import check_output_dir
     from longrope_opt.models import export_model
     from longrope_opt.models import load_model
     from longrope_opt.training import finetune
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(
                 f"`--{name.replace('_', '-')}` must be >= 1, got {getattr(args, name)}."
             )
+    check_output_dir(args.output, overwrite=args.overwrite, source=args.model, flag="--output")
     scaling, length = _scaling(args)
     length = args.target_length or length
     if not length:
@@ -147,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     }
     export_model(
         model, tokenizer, args.output, scaling, target_length=length,
-        dtype=args.save_dtype, metadata=meta,
+        dtype=args.save_dtype, metadata=meta, overwrite=args.overwrite,
     )  # fmt: skip
     losses = ", ".join(f"{x:.4f}" for x in result.losses)
     print(

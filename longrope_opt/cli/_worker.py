@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt.studies import resolve_storage_url
 
     url = resolve_storage_url(args.storage)
-    storage = make_storage(url)
+    storage = make_storage(url, must_exist=True)  # a worker joins a study that exists
     try:
         study = optuna.load_study(study_name=args.study_name, storage=storage)
     except KeyError:

@@ -60,7 +60,19 @@ def file_documents(path: Path) -> list[tuple[str, str]]:
             raise DataError(f"`corpus` directory {str(path)!r} holds no .txt or .md files.")
     else:
         raise DataError(f"`corpus` path {str(path)!r} does not exist.")
-    return [(str(p), p.read_text(encoding="utf-8", errors="replace")) for p in files]
+    return [(str(p), _read_text(p)) for p in files]
+
+
+def _read_text(path: Path) -> str:
+    # A binary file (an archive, a model file) renamed or picked up by mistake would otherwise be
+    # "read" as replacement characters and tokenized into garbage that still scores.
+    data = path.read_bytes()
+    if b"\x00" in data[:65536]:
+        raise DataError(f"`corpus` file {str(path)!r} is binary, not text (it holds NUL bytes).")
+    text = data.decode("utf-8", errors="replace")
+    if text.count("\ufffd") > max(16, len(text) // 100):
+        raise DataError(f"`corpus` file {str(path)!r} is not UTF-8 text.")
+    return text
 
 
 def dataset_documents(spec: str, seed: int) -> Iterator[tuple[str, str]]:

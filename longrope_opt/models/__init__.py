@@ -8,11 +8,13 @@ from longrope_opt.models._compute import PathChoice
 from longrope_opt.models._compute import choose_path
 from longrope_opt.models._compute import cpu_name
 from longrope_opt.models._export import as_pair
+from longrope_opt.models._export import check_output_dir
 from longrope_opt.models._export import export_model
 from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
 from longrope_opt.models._load import load_model
+from longrope_opt.models._load import resolve_device
 from longrope_opt.models._loss import chunked_nll
 from longrope_opt.models._loss import decoder_hidden
 from longrope_opt.models._loss import final_logits
@@ -29,6 +31,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "as_pair",
     "cache_dir",
+    "check_output_dir",
     "chunked_nll",
     "decoder_hidden",
     "export_model",
@@ -36,5 +39,6 @@ __all__ = [
     "load_model",
     "needs_loader",
     "read_export",
+    "resolve_device",
     "rope_parameters",
 ]

@@ -70,6 +70,38 @@ def as_pair(scaling: RopeScaling | ShortLongScaling, spec: RopeSpec) -> ShortLon
     return ShortLongScaling(short, scaling, spec.original_length)
 
 
+def check_output_dir(
+    path: str | Path,
+    *,
+    overwrite: bool = False,
+    source: str | None = None,
+    flag: str = "output_dir",
+) -> Path:
+    """Refuse to write a model directory over something that matters, before any work is done.
+
+    Refused always: the source model's own directory, and an existing file. Refused unless
+    `overwrite`: an existing non-empty directory. A missing parent directory is created later.
+
+    Raises:
+        InvalidArgumentError: One line naming `flag` and the reason.
+    """
+    out = Path(path).expanduser()
+    if source is not None:
+        src = Path(source).expanduser()
+        if src.exists() and out.exists() and src.resolve() == out.resolve():
+            raise InvalidArgumentError(
+                f"`{flag}` {str(out)!r} is the source model's own directory; write elsewhere."
+            )
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f"`{flag}` {str(out)!r} is an existing file, not a directory.")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise InvalidArgumentError(
+            f"`{flag}` {str(out)!r} exists and is not empty; choose a new directory or pass "
+            "--overwrite."
+        )
+    return out
+
+
 def export_model(
     model: Any,
     tokenizer: Any,
@@ -79,6 +111,7 @@ def export_model(
     target_length: int,
     dtype: str | None = None,
     metadata: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Save `model` with `scaling` as its RoPE, loadable by ``AutoModelForCausalLM.from_pretrained``.
 
@@ -90,6 +123,7 @@ def export_model(
         target_length: The context length the factors are for (``max_position_embeddings``).
         dtype: Save weights in this dtype (``"bfloat16"``, ``"float32"``...); default: as loaded.
         metadata: Extra JSON-able facts recorded under ``config.longrope_opt`` (study, values...).
+        overwrite: Write into an existing non-empty directory (never the model's own source).
 
     Returns:
         The directory.
@@ -110,7 +144,8 @@ def export_model(
             f"got {pair.original_length}."
         )
     loader = needs_loader(pair)
-    out = Path(output_dir)
+    source = getattr(model.config, "_name_or_path", None) or getattr(model, "name_or_path", None)
+    out = check_output_dir(output_dir, overwrite=overwrite, source=source)
     out.mkdir(parents=True, exist_ok=True)
     config = model.config
     saved = (config.rope_parameters, config.max_position_embeddings)

@@ -32,11 +32,20 @@ def _resolve(name_or_path: str) -> tuple[str, str | None]:
     if path.suffix == ".gguf":
         if not path.is_file():
             raise ModelLoadError(f"`model` file {str(path)!r} does not exist.")
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                raise ModelLoadError(f"`model` file {str(path)!r} is not a GGUF file.")
         return str(path.parent), path.name
     if path.exists():
         if not (path / "config.json").is_file():
             raise ModelLoadError(
                 f"`model` directory {str(path)!r} has no config.json (not a transformers model)."
+            )
+        tokenizer_files = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+        if not any((path / name).is_file() for name in tokenizer_files):
+            raise ModelLoadError(
+                f"`model` directory {str(path)!r} has no tokenizer (tokenizer.json or "
+                "tokenizer_config.json); save the tokenizer next to the weights."
             )
         return str(path), None
     if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1:
@@ -79,6 +88,7 @@ def load_model(
         InvalidArgumentError: Bad `dtype` or `attn`.
     """
     _check_choice("dtype", dtype, DTYPES)
+    device = resolve_device(device)
     if attn is not None:
         _check_choice("attn", attn, ATTENTION)
     import torch
@@ -145,6 +155,38 @@ def load_model(
         fuse_elementwise(model)
     logger.info("loaded %s in %.1f s", name_or_path, time.perf_counter() - start)
     return model, tokenizer
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when available, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` are
+    checked against this machine.
+
+    Raises:
+        InvalidArgumentError: Another string, CUDA asked for without CUDA, or N out of range.
+    """
+    import re
+
+    import torch
+
+    if not isinstance(device, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        raise InvalidArgumentError(
+            f"`--device` must be auto, cpu, cuda or cuda:N, got {device!r}."
+        )
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise InvalidArgumentError(
+                f"`--device` {device!r} needs CUDA, and torch sees none here "
+                f"(torch {torch.__version__}); use --device cpu."
+            )
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise InvalidArgumentError(
+                f"`--device` {device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                "device(s)."
+            )
+    return device
 
 
 def _flash_attention_usable(device: str) -> bool:

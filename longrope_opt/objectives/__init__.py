@@ -15,6 +15,7 @@ from longrope_opt.objectives._perplexity_objective import suggest_scaling
 from longrope_opt.objectives._registry import ENTRY_POINT_GROUP
 from longrope_opt.objectives._registry import OBJECTIVES
 from longrope_opt.objectives._registry import available_objectives
+from longrope_opt.objectives._registry import check_options
 from longrope_opt.objectives._registry import get_objective_factory
 from longrope_opt.objectives._registry import sample_length
 from longrope_opt.objectives._windows import Window
@@ -33,6 +34,7 @@ __all__ = [
     "sample_length",
     "suggest_scaling",
     "available_objectives",
+    "check_options",
     "get_objective_factory",
     "PerplexityObjective",
     "PerplexityResult",

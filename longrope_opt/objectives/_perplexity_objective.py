@@ -10,6 +10,7 @@ import optuna
 import torch
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives._perplexity import MODES
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
 from longrope_opt.rope import RopeScaling
@@ -76,8 +77,14 @@ class PerplexityObjective:
         report: str = "running",
         progress: bool = False,
     ) -> None:
-        if report not in REPORTS:
-            raise InvalidArgumentError(f"`report` must be one of {list(REPORTS)}, got {report!r}.")
+        self.validate(
+            space.target_length,
+            mode=mode,
+            stride=stride,
+            skip_tokens=skip_tokens,
+            skip_chunks=skip_chunks,
+            report=report,
+        )
         self.model = model
         self.samples = list(samples)
         self.space = space
@@ -87,6 +94,48 @@ class PerplexityObjective:
         self.skip_chunks = skip_chunks
         self.report = report
         self.progress = progress
+
+    @staticmethod
+    def validate(
+        target_length: int,
+        *,
+        mode: str = "truncate",
+        stride: int | None = None,
+        skip_tokens: int = 1024,
+        skip_chunks: int = 2,
+        report: str = "running",
+        **unknown: Any,
+    ) -> None:
+        """Check the options before any model loads (messages name the CLI flags).
+
+        Raises:
+            InvalidArgumentError: An unknown option, or a value outside its range.
+        """
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown perplexity objective option(s) {sorted(unknown)}; known: mode, stride, "
+                "skip_tokens, skip_chunks, report."
+            )
+        if report not in REPORTS:
+            raise InvalidArgumentError(f"`report` must be one of {list(REPORTS)}, got {report!r}.")
+        if mode not in MODES:
+            raise InvalidArgumentError(f"`--mode` must be one of {list(MODES)}, got {mode!r}.")
+        if mode == "sliding" and (not isinstance(stride, int) or stride < 1):
+            raise InvalidArgumentError(
+                f"`--stride` must be an integer >= 1 with --mode sliding (e.g. 256), got {stride!r}."
+            )
+        if mode == "skip":
+            if not isinstance(skip_chunks, int) or skip_chunks < 2:
+                raise InvalidArgumentError(
+                    f"`--skip-chunks` must be an integer >= 2, got {skip_chunks!r}."
+                )
+            if not isinstance(skip_tokens, int) or not (
+                2 * skip_chunks <= skip_tokens <= target_length
+            ):
+                raise InvalidArgumentError(
+                    f"`--skip-tokens` must be in [2 x --skip-chunks = {2 * skip_chunks}, "
+                    f"--target-length = {target_length}], got {skip_tokens!r}."
+                )
 
     @staticmethod
     def sample_length(target_length: int, *, mode: str = "truncate", **options: Any) -> int:

@@ -52,6 +52,16 @@ def get_objective_factory(name: str) -> Callable[..., Any]:
     return OBJECTIVES.get_or_raise(name)
 
 
+def check_options(
+    factory: Callable[..., Any], target_length: int, options: dict[str, Any]
+) -> None:
+    """Run the factory's own ``validate(target_length, **options)`` when it has one, so bad
+    options fail before any model loads."""
+    hook = getattr(factory, "validate", None)
+    if callable(hook):
+        hook(target_length, **options)
+
+
 def sample_length(factory: Callable[..., Any], target_length: int, options: dict[str, Any]) -> int:
     """Tokens each sample needs for `factory` with `options` (its `sample_length`, if any)."""
     hook = getattr(factory, "sample_length", None)

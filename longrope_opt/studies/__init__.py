@@ -36,6 +36,7 @@ from longrope_opt.studies._storage import DEFAULT_STORAGE
 from longrope_opt.studies._storage import StorageError
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
+from longrope_opt.studies._storage import sqlite_path
 
 
 __all__ = [
@@ -70,5 +71,6 @@ __all__ = [
     "run_search",
     "run_study",
     "space_of_study",
+    "sqlite_path",
     "write_html",
 ]

@@ -103,6 +103,10 @@ def run_comparison(
     for name, value in (("--budget", budget), ("--seeds", len(seeds))):
         if value < 1:
             raise InvalidArgumentError(f"`{name}` must be >= 1, got {value}.")
+    from longrope_opt.objectives import OBJECTIVES
+    from longrope_opt.objectives import check_options
+
+    check_options(OBJECTIVES[config.objective], config.target_length, config.objective_options)
     for sampler in samplers:  # a missing extra fails before the model loads
         make_pruner(config.pruner, sampler)
     pending = pending_studies(storage, prefix, samplers, seeds, budget)

@@ -12,6 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
 from longrope_opt.errors import InvalidArgumentError
@@ -204,6 +205,26 @@ class SearchConfig:
 
     # ----- what it builds --------------------------------------------------------------------
 
+    def resolved(self) -> SearchConfig:
+        """The same search with local paths made absolute (model, corpus, a base file), so a
+        worker started in another directory finds them; names that are not paths stay as they
+        are."""
+
+        def absolute(value: Any) -> Any:
+            if not isinstance(value, str) or value in ("builtin", "config", "smollm2-135m"):
+                return value
+            if value.startswith("study:"):
+                return value
+            path = Path(value).expanduser()
+            return str(path.resolve()) if path.exists() else value
+
+        return dataclasses.replace(
+            self,
+            model=absolute(self.model),
+            corpus=absolute(self.corpus),
+            base=absolute(self.base),
+        )
+
     @property
     def effective_sampler_seed(self) -> int:
         """The seed the sampler gets."""
@@ -235,6 +256,10 @@ class SearchConfig:
         if recovery and (base is not None or self.base is not None):
             raise InvalidArgumentError(
                 "`--base` and --recovery exclude each other: short factors are absolute."
+            )
+        if self.lambda_max is not None and self.lambda_max <= 1.0:
+            raise InvalidArgumentError(
+                f"`--lambda-max` must be > 1.0 (the lowest λ), got {self.lambda_max}."
             )
         n_hat = PAPER_N_HAT if self.n_hat == "search" else (int(self.n_hat),)
         rule, value = self.attention, None

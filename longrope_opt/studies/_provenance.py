@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from longrope_opt.errors import InvalidArgumentError
@@ -61,11 +62,22 @@ def build_provenance(
 def check_compatible(study_name: str, stored: dict[str, Any], wanted: dict[str, Any]) -> None:
     """Refuse to continue a study that was started with a different model/length/objective."""
     for key in IDENTITY_KEYS:
-        if key in stored and stored[key] != wanted.get(key):
+        if key in stored and not _same(key, stored[key], wanted.get(key)):
             raise InvalidArgumentError(
                 f"study {study_name!r} was created with {key}={stored[key]!r}; this run has "
                 f"{key}={wanted.get(key)!r}. Use another `--study-name` or the same settings."
             )
+
+
+def _same(key: str, stored: Any, wanted: Any) -> bool:
+    # Earlier releases stored a model path as typed (relative): it names the same model as the
+    # absolute path stored now when both lead to the same directory.
+    if stored == wanted:
+        return True
+    if key != "model" or not (isinstance(stored, str) and isinstance(wanted, str)):
+        return False
+    a, b = Path(stored).expanduser(), Path(wanted).expanduser()
+    return a.exists() and b.exists() and a.resolve() == b.resolve()
 
 
 def provenance_of(

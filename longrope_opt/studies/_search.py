@@ -12,6 +12,7 @@ import optuna
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.objectives import check_options
 from longrope_opt.objectives import sample_length
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import make_sampler
@@ -108,7 +109,10 @@ def run_search(
         raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
     if study_name is not None and not study_name.strip():
         raise InvalidArgumentError("`--study-name` must not be empty (omit it for the default).")
+    # Local paths are stored absolute: workers may start in any directory.
+    config = config.resolved()
     factory = OBJECTIVES.get_or_raise(config.objective)
+    check_options(factory, config.target_length, dict(config.objective_options))
     pruner = make_pruner(config.pruner, config.sampler)  # a missing extra fails before loading
     if not isinstance(storage, optuna.storages.BaseStorage):
         url = resolve_storage_url(storage)
@@ -191,7 +195,7 @@ def _check_stored(storage: Any, name: str, config: SearchConfig) -> None:
         return
     if CONFIG_KEY not in study.user_attrs and LEGACY_CONFIG_KEY not in study.user_attrs:
         return  # made by a script without a config: provenance is still checked
-    stored = SearchConfig.from_study(study)
+    stored = SearchConfig.from_study(study).resolved()  # earlier releases kept paths as typed
     diff = stored.first_difference(config)
     if diff is not None:
         flag, was, now = diff

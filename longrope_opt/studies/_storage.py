@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -68,12 +69,47 @@ def _serialize_sqlite(engine: Any) -> None:
     engine.dispose()  # connections opened while creating the schema get the listeners too
 
 
-def make_storage(url: str, *, heartbeat_interval: int | None = None) -> optuna.storages.RDBStorage:
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database, or for in-memory SQLite)."""
+    if not url.startswith("sqlite"):
+        return None
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    path = rest[1:] if rest.startswith("/") else rest  # sqlite:///rel.db, sqlite:////abs.db
+    path = path.split("?", 1)[0]
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def make_storage(
+    url: str, *, heartbeat_interval: int | None = None, must_exist: bool = False
+) -> optuna.storages.RDBStorage:
     """An `RDBStorage` for `url`, with a patient SQLite lock and optional trial heartbeat.
 
     With a heartbeat, a trial whose process died is failed after ``2 × interval`` seconds and its
     parameters re-queued once (Optuna's `RetryHeartbeatStaleTrialCallback`).
+
+    Args:
+        url: A database URL (`resolve_storage_url`).
+        heartbeat_interval: Seconds between a running trial's heartbeats; None or 0: none.
+        must_exist: For commands that only read: a SQLite file that does not exist is an error
+            naming it (instead of an empty database created by the read).
+
+    Raises:
+        StorageError: The database cannot be opened, or (`must_exist`) has no file.
+        InvalidArgumentError: In-memory SQLite (a study there would vanish with the process, and
+            the heartbeat thread could not see it), or a negative heartbeat interval.
     """
+    if heartbeat_interval is not None and heartbeat_interval < 0:
+        raise InvalidArgumentError(
+            f"`--heartbeat-interval` must be >= 0 seconds (0 = off), got {heartbeat_interval}."
+        )
+    if url.startswith("sqlite") and sqlite_path(url) is None:
+        raise InvalidArgumentError(
+            f"`--storage` {url!r} is an in-memory database: its studies would vanish when this "
+            "process ends; give a file, e.g. sqlite:///longrope.db."
+        )
+    path = sqlite_path(url)
+    if must_exist and path is not None and not path.is_file():
+        raise StorageError(f"`--storage` file {str(path)!r} does not exist (nothing to read).")
     url = _with_postgres_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):

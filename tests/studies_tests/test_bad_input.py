@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import optuna
 import pytest
@@ -172,3 +173,146 @@ def test_out_of_memory_fails_the_trial_and_the_search_goes_on(tmp_path, monkeypa
     assert failed.user_attrs["failure"].startswith("out of memory: CUDA out of memory")
     # the patch was undone: the model evaluates as before
     assert study.trials[2].value is not None and math.isfinite(study.trials[2].value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--study-name", "t", "-o", "{tmp}/f.json"],
+        ["eval", "--study-name", "t", "--model", "{model}", "--lengths", "128"],
+        ["dashboard", "--attach-only"],
+        ["worker", "--study-name", "t"],
+    ],
+    ids=["export", "eval", "dashboard", "worker"],
+)
+def test_read_only_commands_do_not_create_databases(env, argv, tmp_path, capfd) -> None:
+    missing = tmp_path / "typo.db"
+    args = [a.format(tmp=tmp_path, model=env["model"]) for a in argv]
+    assert main([*args, "--storage", f"sqlite:///{missing}"]) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1 and f"`--storage` file '{missing}' does not exist" in err[0]
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--storage", "sqlite://"], "is an in-memory database"),
+        (["--storage", "sqlite:///:memory:"], "is an in-memory database"),
+        (["--heartbeat-interval", "-1"], "`--heartbeat-interval` must be >= 0 seconds"),
+    ],
+)
+def test_storage_settings_that_would_lose_work(env, extra, message, capfd) -> None:
+    before = _snapshot(env["storage"])
+    capfd.readouterr()
+    assert main([*env["ok"], "--n-trials", "8", *extra]) == 2
+    err = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1 and message in err[0]
+    assert _snapshot(env["storage"]) == before
+
+
+def test_a_worker_started_elsewhere_finds_relative_paths(env, tmp_path, monkeypatch) -> None:
+    import shutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(env["model"], work / "model")
+    shutil.copytree(env["corpus"], work / "corpus")
+    storage = f"sqlite:///{tmp_path / 'rel.db'}"
+    monkeypatch.chdir(work)
+    assert main(["search", "--model", "model", "--corpus", "corpus", "--samples", "2",
+                 "--dtype", "float32", "--no-fuse", "--storage", storage, "--study-name", "rel",
+                 "--target-length", "256", *env["evo"], "--n-trials", "4"]) == 0  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # `model` and `corpus` mean nothing here
+    assert main(["worker", "--storage", storage, "--study-name", "rel", "--n-trials", "6",
+                 "--dtype", "float32", "--no-fuse", "--heartbeat-interval", "0"]) == 0  # fmt: skip
+    study = optuna.load_study(study_name="rel", storage=storage)
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 6
+    config = study.user_attrs["longrope_opt:search_config"]
+    assert config["model"] == str(work / "model") and config["corpus"] == str(work / "corpus")
+
+
+def _one_error(capfd) -> str:
+    err = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_outputs_are_checked_before_any_model_loads(env, tmp_path, capfd, monkeypatch) -> None:
+    import longrope_opt.models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the output was checked")
+
+    monkeypatch.setattr(longrope_opt.models, "load_model", no_loading)
+    (tmp_path / "file.json").write_text("{}")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    factors = tmp_path / "f.json"
+    factors.write_text(json.dumps({"factors": FACTORS_OK, "target_length": 256}))
+    evaluate = ["eval", "--model", env["model"], "--corpus", env["corpus"], "--lengths", "128"]
+    finetune = ["finetune", "--model", env["model"], "--corpus", env["corpus"], "--factors",
+                str(factors), "--steps", "1"]  # fmt: skip
+    export = ["export", "--storage", env["storage"], "--study-name", "t"]
+    cases = {
+        "eval into a missing folder": ([*evaluate, "--output", str(tmp_path / "no/sub/table")],
+                                       "does not exist; create it first"),
+        "finetune onto a file": ([*finetune, "-o", str(tmp_path / "file.json")],
+                                 "is an existing file, not a directory"),
+        "finetune into a full folder": ([*finetune, "-o", str(tmp_path / "full")],
+                                        "exists and is not empty; choose a new directory or pass --overwrite"),
+        "finetune over its own model": ([*finetune, "-o", env["model"], "--overwrite"],
+                                        "is the source model's own directory"),
+        "export json into a missing folder": ([*export, "-o", str(tmp_path / "no/f.json")],
+                                              "does not exist; create it first"),
+        "export into a full folder": ([*export, "-o", str(tmp_path / "x.json"), "--model-dir",
+                                       str(tmp_path / "full")], "exists and is not empty"),
+        "export over the source model": ([*export, "-o", str(tmp_path / "x.json"), "--model-dir",
+                                          env["model"], "--model", env["model"], "--overwrite"],
+                                         "is the source model's own directory"),
+    }  # fmt: skip
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    model_files = {p.name: p.read_bytes() for p in Path(env["model"]).iterdir()}
+    for name, (argv, message) in cases.items():
+        capfd.readouterr()
+        assert main(argv) == 2, name
+        assert message in _one_error(capfd), name
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    assert {p.name: p.read_bytes() for p in Path(env["model"]).iterdir()} == model_files
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mode", "skip", "--skip-chunks", "1"], "`--skip-chunks` must be an integer >= 2, got 1"),
+        (["--mode", "skip", "--skip-tokens", "2000"], "`--skip-tokens` must be in [2 x --skip-chunks = 4, --target-length = 256], got 2000"),
+        (["--skip-chunks", "0", "--mode", "skip"], "`--skip-chunks` must be an integer >= 2, got 0"),
+    ],
+)  # fmt: skip
+def test_compare_settings_fail_before_any_study_is_written(env, tmp_path, argv, message, capfd) -> None:
+    storage = f"sqlite:///{tmp_path / 'cmp.db'}"
+    code = main(["compare", "--model", env["model"], "--corpus", env["corpus"], "--samples", "2",
+                 "--dtype", "float32", "--no-fuse", "--storage", storage, "--target-length", "256",
+                 "--budget", "4", "--seeds", "1", "--samplers", "random", "--html",
+                 str(tmp_path / "c.html"), *argv])  # fmt: skip
+    assert code == 2 and message in _one_error(capfd)
+    assert optuna.get_all_study_summaries(storage) == []  # the corrected rerun is not refused
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lambda-max", "0.9"], "`--lambda-max` must be > 1.0 (the lowest λ), got 0.9"),
+        (["--n-hat", "x"], "`--n-hat` must be 'search' or an integer >= 0, got 'x'"),
+        (["--attention", "hot"], "`--attention` must be 'search', one of"),
+    ],
+)
+def test_search_messages_name_the_flags(env, argv, message, capfd) -> None:
+    before = _snapshot(env["storage"])
+    capfd.readouterr()
+    assert main([*env["ok"], "--n-trials", "8", "--study-name", "other", *argv]) == 2
+    assert message in _one_error(capfd)
+    assert _snapshot(env["storage"]) == before
