@@ -40,6 +40,26 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def _check_bindable(host: str, port: int) -> None:
+    # optuna-dashboard would fail with a traceback from inside its server thread.
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InvalidArgumentError(
+            f"`--host` {host!r} does not resolve: {exc.strerror}."
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"`--port` {port} on {host!r} cannot be used: {exc.strerror}; pick another --port."
+            ) from None
+
+
 def attach_all(storage: Any) -> dict[str, list[str]]:
     """Attach figures to every study in `storage`; ``{study name: [figure names]}``."""
     import optuna
@@ -66,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             "the dashboard needs optuna-dashboard: pip install 'longrope-opt[dashboard]'."
         ) from None
+    if not args.attach_only:
+        _check_bindable(args.host, args.port)  # before anything is attached
     url = resolve_storage_url(args.storage)
     storage = make_storage(url, must_exist=args.attach_only)
     for name, figures in attach_all(storage).items():

@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
+    from longrope_opt.models import read_config
     from longrope_opt.objectives import evaluate_passkey
     from longrope_opt.objectives import evaluate_perplexity
     from longrope_opt.rope import METHODS
@@ -162,6 +163,13 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("samples", "trials"):
         if getattr(args, flag) < 1:
             raise InvalidArgumentError(f"`--{flag}` must be >= 1, got {getattr(args, flag)}.")
+    if args.mode == "sliding" and (args.stride is None or args.stride < 1):
+        raise InvalidArgumentError(
+            f"`--stride` must be an integer >= 1 with --mode sliding (e.g. 256), got {args.stride}."
+        )
+    pre = read_config(args.model)  # factors and studies are checked before the weights load
+    if pre is not None and (args.factors or args.study_name):
+        _searched_scaling(args, RopeSpec.from_config(pre))
     model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
     spec = RopeSpec.from_config(model.config)
     plain = _is_plain(model)

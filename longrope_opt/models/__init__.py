@@ -14,6 +14,7 @@ from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
 from longrope_opt.models._load import load_model
+from longrope_opt.models._load import read_config
 from longrope_opt.models._load import resolve_device
 from longrope_opt.models._loss import chunked_nll
 from longrope_opt.models._loss import decoder_hidden
@@ -38,6 +39,7 @@ __all__ = [
     "final_logits",
     "load_model",
     "needs_loader",
+    "read_config",
     "read_export",
     "resolve_device",
     "rope_parameters",

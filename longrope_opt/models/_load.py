@@ -129,8 +129,10 @@ def load_model(
             "(no network? pass a local directory, a .gguf file, or 'smollm2-135m')."
         ) from exc
     except ValueError as exc:
-        if "Unrecognized" in str(exc) or "not supported" in str(exc):
-            raise UnsupportedModelError(f"`model` {name_or_path!r}: {exc}") from exc
+        text = str(exc)
+        if any(s in text for s in ("Unrecognized", "not supported", "does not recognize")):
+            first = text.strip().splitlines()[0]
+            raise UnsupportedModelError(f"`model` {name_or_path!r}: {first}") from exc
         raise
     find_rotary_modules(model)  # fail now, with the model type, if there is no RoPE
     exported = read_export(model.config)
@@ -155,6 +157,24 @@ def load_model(
         fuse_elementwise(model)
     logger.info("loaded %s in %.1f s", name_or_path, time.perf_counter() - start)
     return model, tokenizer
+
+
+def read_config(name_or_path: str) -> Any | None:
+    """The model's transformers config without its weights (to validate a command before a
+    load that can take minutes), or None when it cannot be read without loading (a hub id off
+    the network, say): the load then validates as usual."""
+    from transformers import AutoConfig
+
+    source, gguf_file = _resolve(name_or_path)
+    extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    if name_or_path == ALIAS:  # the alias resolves to a directory holding the GGUF
+        ggufs = sorted(Path(source).glob("*.gguf"))
+        if not (Path(source) / "config.json").is_file() and ggufs:
+            extra = {"gguf_file": ggufs[0].name}
+    try:
+        return AutoConfig.from_pretrained(source, **extra)
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def resolve_device(device: str) -> str:

@@ -6,8 +6,10 @@ The decoder body runs once per window and the LM head + loss run in chunks
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -119,7 +121,7 @@ def evaluate_perplexity(
         chunk_size: Positions per LM-head chunk.
         on_sample: Called after each sample with its index and the running result (the objective
             reports to Optuna here; raising ``optuna.TrialPruned`` stops the evaluation).
-        progress: Show a progress bar over samples.
+        progress: Show a progress bar over decoder layers (windows × layers) with its rate.
 
     Returns:
         A `PerplexityResult`.
@@ -132,23 +134,22 @@ def evaluate_perplexity(
     if mode == "sliding" and stride is None:
         raise InvalidArgumentError("`stride` is required when `mode` is 'sliding' (e.g. 256).")
     result = PerplexityResult(ppl=math.nan, nll_sum=0.0, n_tokens=0)
-    iterator: Any = enumerate(samples)
-    if progress:
-        from tqdm.auto import tqdm
 
-        iterator = tqdm(iterator, total=len(samples), desc="samples", leave=False, unit="doc")
-    with torch.inference_mode(), _maybe_patch(model, scaling):
-        for i, ids in iterator:
-            n = int(ids.numel())
-            positions = None
-            if mode == "truncate":
-                windows = truncate_window(n, window)
-            elif mode == "sliding":
-                assert stride is not None  # checked above
-                windows = sliding_windows(n, window, stride)
-            else:
-                windows = [skip_window(n, skip_tokens, skip_chunks)]
-                positions = skip_positions(skip_tokens, window, skip_chunks)
+    def windows_of(ids: torch.Tensor) -> tuple[list[Window], list[int] | None]:
+        n = int(ids.numel())
+        if mode == "truncate":
+            return truncate_window(n, window), None
+        if mode == "sliding":
+            assert stride is not None  # checked above
+            return sliding_windows(n, window, stride), None
+        return [skip_window(n, skip_tokens, skip_chunks)], skip_positions(
+            skip_tokens, window, skip_chunks
+        )
+
+    total = sum(len(windows_of(ids)[0]) for ids in samples) if progress else 0
+    with torch.inference_mode(), _maybe_patch(model, scaling), _layer_progress(model, total):
+        for i, ids in enumerate(samples):
+            windows, positions = windows_of(ids)
             nll, count = 0.0, 0
             for w in windows:
                 w_nll, w_count = window_nll(
@@ -163,6 +164,26 @@ def evaluate_perplexity(
             if on_sample is not None:
                 on_sample(i, result)
     return result
+
+
+@contextlib.contextmanager
+def _layer_progress(model: Any, windows: int) -> Iterator[None]:
+    # A 16k evaluation of one document takes minutes: count decoder layers as they finish (a
+    # forward hook runs outside a compiled forward, so fused layers are not recompiled).
+    if not windows:
+        yield
+        return
+    from tqdm.auto import tqdm
+
+    layers = list(getattr(model.get_decoder(), "layers", []))
+    bar = tqdm(total=windows * len(layers), desc="layers", unit="layer", leave=False)
+    handles = [layer.register_forward_hook(lambda *_: bar.update(1)) for layer in layers]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        bar.close()
 
 
 class _maybe_patch:

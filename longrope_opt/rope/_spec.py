@@ -212,7 +212,7 @@ class RopeScaling:
         if "factors" not in data:
             raise InvalidArgumentError("`factors` is missing from the scaling dict.")
         return cls(
-            factors=np.asarray(data["factors"], dtype=np.float64),
+            factors=data["factors"],  # __post_init__ converts, with a one-line error
             n_hat=data.get("n_hat", 0),
             attention_scale=data.get("attention_scale", 1.0),
             method=data.get("method", "custom"),

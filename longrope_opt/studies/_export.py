@@ -129,6 +129,10 @@ def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
     return record
 
 
+#: Largest λ a factor file may hold: far past any real extension, so a larger value is a typo.
+MAX_FACTOR = 1e4
+
+
 def load_factors(path: str | Path) -> RopeScaling:
     """Read factors written by `export_best` (or any JSON with ``factors``, ``n_hat``,
     ``attention_scale``); λ must be non-decreasing, as every LongRoPE result is.
@@ -151,6 +155,12 @@ def load_factors(path: str | Path) -> RopeScaling:
             f"`--factors` file {str(path)!r} must hold a JSON object with `factors`."
         )
     scaling = RopeScaling.from_dict(data)
+    if float(scaling.factors.max()) > MAX_FACTOR:
+        i = int(scaling.factors.argmax())
+        raise InvalidArgumentError(
+            f"`--factors` values must be <= {MAX_FACTOR:g} (λ slows a frequency by that factor; "
+            f"2048k from 4k is 512), got {scaling.factors[i]:g} at index {i} in {str(path)!r}."
+        )
     f = scaling.factors
     bad = [i for i in range(1, f.size) if f[i] < f[i - 1]]
     if bad:

@@ -54,6 +54,8 @@ def open_study(
     )
     stored = study.user_attrs.get("provenance")
     if stored is None:
+        # The dashboard's axes say what the value is, not "Objective 0".
+        study.set_metric_names([str(provenance.get("objective") or "objective")])
         study.set_user_attr("provenance", provenance)
         study.set_user_attr("rope_spec", dataclasses.asdict(spec))
         for key, value in (config or {}).items():

@@ -11,6 +11,7 @@ from typing import Any
 import optuna
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.errors import LongRopeOptError
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import check_options
 from longrope_opt.objectives import sample_length
@@ -102,6 +103,7 @@ def run_search(
     """
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
+    from longrope_opt.models import read_config
 
     if n_trials is not None and (isinstance(n_trials, bool) or n_trials < 1):
         raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {n_trials}.")
@@ -119,18 +121,14 @@ def run_search(
         storage = make_storage(url, heartbeat_interval=heartbeat_interval or None)
     name = study_name or config.default_study_name()
     if model is None:
+        # Validate the space against the model's config before its weights load (minutes for
+        # a 7B model): target length vs trained length, the base stage, the λ cap.
+        pre = read_config(config.model)
+        if pre is not None and _has_rope(pre):
+            _space_of(config, pre, storage)
         model, tokenizer = load_model(config.model, dtype=dtype, fuse=fuse)
-    spec = RopeSpec.from_config(model.config)
-    base = None
-    if config.base is not None:
-        source = config.base
-        base = (
-            base_from_record(source)
-            if isinstance(source, dict)
-            else resolve_base(source, model_config=model.config, storage=storage)
-        )
-        config = dataclasses.replace(config, base=base_record(*base))  # what workers read
-    space = config.build_space(spec, base)  # validates the target length against the model
+    config, space = _space_of(config, model.config, storage)
+    spec = space.spec
     options = dict(config.objective_options)
     length = config.sample_length or sample_length(factory, config.target_length, options)
     samples = load_samples(
@@ -184,6 +182,29 @@ def run_search(
             graceful_interrupt=graceful_interrupt,
         )
     return SearchResult(study, config, done, time.perf_counter() - start)
+
+
+def _has_rope(model_config: Any) -> bool:
+    try:
+        RopeSpec.from_config(model_config)
+    except LongRopeOptError:
+        return False  # the load itself says what is wrong, naming the model type
+    return True
+
+
+def _space_of(config: SearchConfig, model_config: Any, storage: Any) -> tuple[SearchConfig, Any]:
+    # The base stage resolved (a record, what workers read) and the space it defines.
+    spec = RopeSpec.from_config(model_config)
+    base = None
+    if config.base is not None:
+        source = config.base
+        base = (
+            base_from_record(source)
+            if isinstance(source, dict)
+            else resolve_base(source, model_config=model_config, storage=storage)
+        )
+        config = dataclasses.replace(config, base=base_record(*base))
+    return config, config.build_space(spec, base)
 
 
 def _check_stored(storage: Any, name: str, config: SearchConfig) -> None:

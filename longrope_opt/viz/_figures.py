@@ -63,7 +63,25 @@ def generation_figure(records: list[dict[str, Any]]) -> Any:
         yaxis_title="perplexity",
         template="plotly_white",
     )
+    # The y range follows the best-so-far line: one far-off generation (a poor seed, a diverged
+    # mutant) would otherwise flatten everything else into a line. Points above are counted.
+    best = [r["best_so_far"] for r in records if _finite(r["best_so_far"])]
+    if best:
+        lo, hi = min(best), max(best)
+        pad = max(hi - lo, 0.01 * abs(lo)) * 0.15
+        top = hi + pad
+        fig.update_yaxes(range=[lo - pad, top])
+        above = sum(_finite(r["best"]) and r["best"] > top for r in records)
+        if above:
+            fig.add_annotation(
+                text=f"{above} generation best(s) above the range (zoom out to see)",
+                xref="paper", yref="paper", x=1, y=1, showarrow=False, xanchor="right",
+            )  # fmt: skip
     return fig
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == value and abs(value) != float("inf")
 
 
 def length_figure(records: list[dict[str, Any]], *, title: str | None = None) -> Any:

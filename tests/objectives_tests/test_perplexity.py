@@ -137,3 +137,22 @@ def test_skip_pieces_attend_to_each_other(family: str) -> None:
     assert a[1] == b[1] == 47
     a, b = PerplexityResult(math.nan, a[0], a[1]), PerplexityResult(math.nan, b[0], b[1])
     assert a.nll_sum != pytest.approx(b.nll_sum, rel=1e-6)
+
+
+def test_progress_counts_decoder_layers_and_leaves_no_hook(monkeypatch) -> None:
+    import tqdm.auto
+
+    seen = []
+
+    class Recording(tqdm.auto.tqdm):  # type: ignore[misc]
+        def close(self) -> None:
+            seen.append((self.desc, self.n, self.total, self.unit))
+            super().close()
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    model = build_tiny_model("llama")
+    samples = [torch.randint(3, 128, (100,)) for _ in range(3)]
+    evaluate_perplexity(model, samples, None, mode="sliding", window=64, stride=32, progress=True)
+    # 3 samples of 100 tokens in windows of 64 every 32: 3 windows each, 2 layers per window
+    assert set(seen) == {("layers", 18, 18, "layer")}  # (close may run again on deletion)
+    assert all(not layer._forward_hooks for layer in model.get_decoder().layers)

@@ -37,6 +37,8 @@ def env(tmp_path_factory):
     GPT2LMHeadModel(
         GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=128, n_positions=512)
     ).save_pretrained(gpt2)
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # a loadable, non-RoPE model
+        (gpt2 / name).write_bytes((Path(tiny_model_dir) / name).read_bytes())
     other = save_tiny_model_dir(root / "other", seed=1)
     base = [
         "--corpus", str(tiny_corpus), "--samples", "2", "--dtype", "float32", "--no-fuse",
@@ -316,3 +318,115 @@ def test_search_messages_name_the_flags(env, argv, message, capfd) -> None:
     assert main([*env["ok"], "--n-trials", "8", "--study-name", "other", *argv]) == 2
     assert message in _one_error(capfd)
     assert _snapshot(env["storage"]) == before
+
+
+def _bad_model_dirs(root: Path, tiny_model_dir: str) -> dict[str, str]:
+    unknown = root / "unknown-type"
+    unknown.mkdir(exist_ok=True)
+    (unknown / "config.json").write_text(json.dumps({"model_type": "no_such_architecture"}))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (unknown / name).write_bytes((Path(tiny_model_dir) / name).read_bytes())
+    no_tok = root / "no-tokenizer"
+    no_tok.mkdir(exist_ok=True)
+    (no_tok / "config.json").write_bytes((Path(tiny_model_dir) / "config.json").read_bytes())
+    fake = root / "weights.gguf"
+    fake.write_bytes(b"PK\x03\x04 not a gguf file")
+    return {"unknown": str(unknown), "no_tok": str(no_tok), "fake_gguf": str(fake)}
+
+
+def test_inputs_fail_before_the_weights_load(env, tmp_path, capfd, monkeypatch) -> None:
+    import longrope_opt.models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the weights were loaded before the input was checked")
+
+    bad = _bad_model_dirs(tmp_path, env["model"])
+    f = env["files"]
+    words = tmp_path / "words.json"
+    words.write_text(json.dumps({"factors": ["a", "b", *FACTORS_OK[2:]]}))
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({"factors": [*FACTORS_OK[:-1], 1e30]}))
+    binary = tmp_path / "corpus-bin"
+    binary.mkdir()
+    (binary / "doc.txt").write_bytes(bytes(range(256)) * 64)
+    evaluate = ["eval", "--model", env["model"], "--corpus", env["corpus"], "--samples", "1",
+                "--dtype", "float32", "--no-fuse", "--lengths", "128", "--methods", "none"]  # fmt: skip
+    ok = env["ok"]
+    cases = {
+        # 2. validate before the model loads (the trained length comes from the config)
+        "target <= trained, from the config": ([*ok, "--n-trials", "8", "--study-name", "n",
+                                                "--target-length", "32"], "must be > the trained length 64"),
+        "factors of the wrong length": ([*evaluate, "--factors", f["short"]],
+                                        "`factors` must have length rotary_dim // 2 = 8"),
+        "sliding without a stride": ([*evaluate, "--mode", "sliding"], "`--stride` must be an integer >= 1"),
+        "eval of a missing study": ([*evaluate, "--storage", env["storage"], "--study-name", "nope"],
+                                    "`--study-name` 'nope' not found"),
+        # 5. one line for every exception a user can cause
+        "factor values that are not numbers": ([*evaluate, "--factors", str(words)],
+                                               "`factors` must be a 1-D sequence of numbers"),
+        "no methods": ([*evaluate[:-2], "--methods", ""], "`--methods` must name at least one method"),
+        "a .gguf that is not GGUF": ([*evaluate[:2], bad["fake_gguf"], *evaluate[3:]], "is not a GGUF file"),
+        "a model directory without a tokenizer": ([*evaluate[:2], bad["no_tok"], *evaluate[3:]],
+                                                  "has no tokenizer"),
+        # 7. silent surprises made loud
+        "a factor of 1e30": ([*evaluate, "--factors", str(huge)], "`--factors` values must be <= 10000"),
+    }  # fmt: skip
+    monkeypatch.setattr(longrope_opt.models, "load_model", no_loading)
+    before = _snapshot(env["storage"])
+    for name, (argv, message) in cases.items():
+        capfd.readouterr()
+        assert main(argv) == 2, name
+        assert message in _one_error(capfd), name
+    assert _snapshot(env["storage"]) == before
+    assert "n" not in [s.study_name for s in optuna.get_all_study_summaries(env["storage"])]
+    monkeypatch.undo()
+    # These need the loader itself to find out (transformers reads the file).
+    for argv, message in [
+        ([*evaluate[:2], bad["unknown"], *evaluate[3:]], "no_such_architecture"),
+        ([*evaluate[:4], str(binary), *evaluate[5:]], "is binary, not text"),
+    ]:
+        capfd.readouterr()
+        assert main(argv) == 2, argv
+        assert message in _one_error(capfd)
+
+
+def test_devices_this_machine_lacks_or_that_do_not_exist(env, tmp_path, capfd) -> None:
+    import torch
+
+    factors = tmp_path / "f.json"
+    factors.write_text(json.dumps({"factors": FACTORS_OK, "target_length": 256}))
+    base = ["finetune", "--model", env["model"], "--corpus", env["corpus"], "--factors",
+            str(factors), "--steps", "1", "-o", str(tmp_path / "out")]  # fmt: skip
+    cases = [("gpu0", "`--device` must be auto, cpu, cuda or cuda:N, got 'gpu0'")]
+    if not torch.cuda.is_available():  # the CI machines: no CUDA
+        cases.append(("cuda", "`--device` 'cuda' needs CUDA, and torch sees none here"))
+    for device, message in cases:
+        capfd.readouterr()
+        assert main([*base, "--device", device]) == 2
+        assert message in _one_error(capfd)
+    assert not (tmp_path / "out").exists()
+
+
+def test_dashboard_on_a_busy_port_or_an_unknown_host(env, capfd) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["dashboard", "--storage", env["storage"], "--port", str(port)]) == 2
+        assert f"`--port` {port} on '127.0.0.1' cannot be used" in _one_error(capfd)
+    assert main(["dashboard", "--storage", env["storage"], "--host", "no-such-host.invalid"]) == 2
+    assert "`--host` 'no-such-host.invalid' does not resolve" in _one_error(capfd)
+
+
+def test_a_lower_n_trials_warns_and_keeps_the_total(env, capfd) -> None:
+    study = optuna.load_study(study_name="t", storage=env["storage"])
+    total = study.user_attrs["n_trials"]
+    capfd.readouterr()
+    assert main([*env["ok"], "--n-trials", "2"]) == 0
+    err = capfd.readouterr().err
+    assert f"--n-trials 2 is below study 't''s total of {total} trials" in err
+    study = optuna.load_study(study_name="t", storage=env["storage"])
+    assert study.user_attrs["n_trials"] == total
+    assert study.metric_names == ["perplexity"]  # named for the dashboard, not "Objective 0"

@@ -102,3 +102,16 @@ def test_attach_figures_stores_them_for_the_dashboard(tmp_path) -> None:
     attrs = study._storage.get_study_system_attrs(study._study_id)
     ids = {k.split(":")[2] for k in attrs if k.startswith("dashboard:plot_data:")}
     assert ids == set(FIGURE_IDS.values())  # two figures (stored in pieces), not four
+
+
+def test_generation_figure_range_follows_the_best_so_far() -> None:
+    pytest.importorskip("plotly")
+    records = [
+        {"generation": 0, "best": 5.20, "best_so_far": 5.20, "completed": 8, "trials": 8},
+        {"generation": 1, "best": 19.0, "best_so_far": 5.20, "completed": 8, "trials": 8},
+        {"generation": 2, "best": 5.10, "best_so_far": 5.10, "completed": 8, "trials": 8},
+    ]
+    fig = generation_figure(records)
+    lo, hi = fig.layout.yaxis.range
+    assert lo < 5.10 < 5.20 < hi < 6  # the 19.0 outlier does not flatten the line
+    assert "1 generation best(s) above the range" in fig.layout.annotations[0].text
