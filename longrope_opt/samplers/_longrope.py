@@ -83,24 +83,14 @@ class LongRoPESampler(SpaceSampler):
         dedup: bool = True,
         seed: int | None = None,
     ) -> None:
-        _check_int("population_size", population_size, len(SEED_METHODS))
-        _check_int("num_mutations", num_mutations, 0)
-        _check_int("num_crossovers", num_crossovers, 0)
-        _check_int("num_parents", num_parents, 1)
-        _check_int("max_tries", max_tries, 1)
-        if num_mutations + num_crossovers < 1:
-            raise InvalidArgumentError(
-                "`num_mutations` + `num_crossovers` must be >= 1, got "
-                f"{num_mutations} + {num_crossovers}."
-            )
-        if num_crossovers > 0 and num_parents < 2:
-            raise InvalidArgumentError(
-                f"`num_parents` must be >= 2 when crossovers are made, got {num_parents}."
-            )
-        if not (0.0 < mutation_prob <= 1.0):
-            raise InvalidArgumentError(
-                f"`mutation_prob` must be in (0, 1], got {mutation_prob!r}."
-            )
+        self.check_options(
+            population_size=population_size,
+            num_mutations=num_mutations,
+            num_crossovers=num_crossovers,
+            num_parents=num_parents,
+            mutation_prob=mutation_prob,
+            max_tries=max_tries,
+        )
         self._population_size = population_size
         self._num_mutations = num_mutations
         self._num_crossovers = num_crossovers
@@ -116,6 +106,47 @@ class LongRoPESampler(SpaceSampler):
         self._seed_genomes = [self._genome_of(scaling) for _, scaling in seeds]
 
     # ----- public helpers -------------------------------------------------------------------
+
+    @staticmethod
+    def check_options(
+        *,
+        population_size: int = 64,
+        num_mutations: int = 16,
+        num_crossovers: int = 16,
+        num_parents: int = 32,
+        mutation_prob: float = 0.3,
+        max_tries: int = 50,
+        **unknown: Any,
+    ) -> None:
+        """Validate the evolution's settings without a space (a search checks them before any
+        model loads).
+
+        Raises:
+            InvalidArgumentError: An unknown setting, or a value outside its range.
+        """
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown LongRoPESampler setting(s) {sorted(unknown)}; known: population_size, "
+                "num_mutations, num_crossovers, num_parents, mutation_prob, max_tries."
+            )
+        _check_int("population_size", population_size, len(SEED_METHODS))
+        _check_int("num_mutations", num_mutations, 0)
+        _check_int("num_crossovers", num_crossovers, 0)
+        _check_int("num_parents", num_parents, 1)
+        _check_int("max_tries", max_tries, 1)
+        if num_mutations + num_crossovers < 1:
+            raise InvalidArgumentError(
+                "`num_mutations` + `num_crossovers` must be >= 1, got "
+                f"{num_mutations} + {num_crossovers}."
+            )
+        if num_crossovers > 0 and num_parents < 2:
+            raise InvalidArgumentError(
+                f"`num_parents` must be >= 2 when crossovers are made, got {num_parents}."
+            )
+        if isinstance(mutation_prob, bool) or not (0.0 < mutation_prob <= 1.0):
+            raise InvalidArgumentError(
+                f"`mutation_prob` must be in (0, 1], got {mutation_prob!r}."
+            )
 
     def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
         """``[(method, params)]`` of the seeds (PI, NTK, YaRN; see `SearchSpace.seed_scalings`),

@@ -21,6 +21,7 @@ from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
 from longrope_opt.samplers import SAMPLERS
+from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.space import PAPER_N_HAT
 from longrope_opt.space import SearchSpace
 
@@ -124,6 +125,14 @@ class SearchConfig:
                 f"`--lambda-max` must be a finite number > 1, got {self.lambda_max!r}."
             )
         SAMPLERS.check(self.sampler)
+        if self.sampler in EVOLUTION_SAMPLERS and isinstance(self.sampler_options, dict):
+            try:
+                LongRoPESampler.check_options(**self.sampler_options)
+            except InvalidArgumentError as exc:  # name the flags the CLI user typed
+                message = str(exc)
+                for key in self.sampler_options:
+                    message = message.replace(f"`{key}`", f"`--{key.replace('_', '-')}`")
+                raise InvalidArgumentError(message) from None
         OBJECTIVES.check(self.objective)
         if self.pruner not in PRUNERS:
             raise InvalidArgumentError(

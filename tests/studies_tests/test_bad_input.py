@@ -237,7 +237,9 @@ def test_a_worker_started_elsewhere_finds_relative_paths(env, tmp_path, monkeypa
 
 
 def _one_error(capfd) -> str:
-    err = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
+    stderr = capfd.readouterr().err
+    assert "Traceback" not in stderr
+    err = [line for line in stderr.splitlines() if "error:" in line]
     assert len(err) == 1, err
     return err[0]
 
@@ -310,6 +312,8 @@ def test_compare_settings_fail_before_any_study_is_written(env, tmp_path, argv, 
         (["--lambda-max", "0.9"], "`--lambda-max` must be > 1.0 (the lowest λ), got 0.9"),
         (["--n-hat", "x"], "`--n-hat` must be 'search' or an integer >= 0, got 'x'"),
         (["--attention", "hot"], "`--attention` must be 'search', one of"),
+        (["--population-size", "1"], "`--population-size` must be an integer >= 3, got 1"),
+        (["--mutation-prob", "0"], "`--mutation-prob` must be in (0, 1], got 0.0"),
     ],
 )
 def test_search_messages_name_the_flags(env, argv, message, capfd) -> None:
@@ -430,3 +434,27 @@ def test_a_lower_n_trials_warns_and_keeps_the_total(env, capfd) -> None:
     study = optuna.load_study(study_name="t", storage=env["storage"])
     assert study.user_attrs["n_trials"] == total
     assert study.metric_names == ["perplexity"]  # named for the dashboard, not "Objective 0"
+
+
+def test_the_library_logs_instead_of_printing(env, capfd, caplog) -> None:
+    import logging
+
+    from longrope_opt.models import load_model
+
+    root = logging.getLogger("longrope_opt")
+    cli_handlers = [h for h in root.handlers if type(h).__name__ == "_StderrHandler"]
+    for handler in cli_handlers:  # as in a notebook or a worker pool: no CLI handler
+        root.removeHandler(handler)
+    try:
+        capfd.readouterr()
+        with caplog.at_level(logging.INFO, logger="longrope_opt"):
+            load_model(env["model"], dtype="float32")
+        assert "[longrope-opt]" not in capfd.readouterr().err  # nothing printed
+        assert any("loading" in r.getMessage() for r in caplog.records)  # logged instead
+        with caplog.at_level(logging.WARNING, logger="longrope_opt"):
+            caplog.clear()
+            load_model(env["model"], dtype="float32")
+        assert not caplog.records  # a WARNING level silences the loading lines
+    finally:
+        for handler in cli_handlers:
+            root.addHandler(handler)
