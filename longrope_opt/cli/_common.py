@@ -37,6 +37,7 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
     add_dtype_flag(group)
+    add_device_flag(group)
     group.add_argument(
         "--fuse",
         action=argparse.BooleanOptionalAction,
@@ -56,6 +57,24 @@ def add_dtype_flag(group: Any) -> None:
         help="compute path (RoPE angles are fp32 regardless): auto (default: the fastest of "
         "bfloat16, bf16-fp32attn and float32 on this CPU, timed once and cached), "
         f"{PATHS.help_text()}",
+    )
+
+
+def add_device_flag(group: Any, default: str = "auto") -> None:
+    """--device: auto (CUDA when available), cpu, cuda or cuda:N; --attn."""
+    group.add_argument(
+        "--attn",
+        default=None,
+        choices=["sdpa", "flash_attention_2", "eager"],
+        help="attention kernel (default: flash_attention_2 on CUDA when flash-attn is installed "
+        "and the model supports it, else SDPA; the compute path may use fp32 SDPA on CPU)",
+    )
+    group.add_argument(
+        "--device",
+        default=default,
+        metavar="DEVICE",
+        help=f"auto (CUDA when available, else CPU), cpu, cuda or cuda:N (default {default}); "
+        "several GPUs: one worker each, with CUDA_VISIBLE_DEVICES",
     )
 
 

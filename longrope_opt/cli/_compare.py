@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_comparison(
             config, storage=storage, prefix=prefix, samplers=samplers, seeds=seeds,
-            budget=args.budget, dtype=args.dtype, fuse=args.fuse, on_study=announce,
+            budget=args.budget, dtype=args.dtype, device=args.device, attn=args.attn, fuse=args.fuse,
+            on_study=announce,
         )  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every study is consistent; rerun the same command to resume.")

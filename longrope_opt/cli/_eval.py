@@ -170,7 +170,9 @@ def run(args: argparse.Namespace) -> int:
     pre = read_config(args.model)  # factors and studies are checked before the weights load
     if pre is not None and (args.factors or args.study_name):
         _searched_scaling(args, RopeSpec.from_config(pre))
-    model, tokenizer = load_model(args.model, dtype=args.dtype, fuse=args.fuse)
+    model, tokenizer = load_model(
+        args.model, dtype=args.dtype, device=args.device, attn=args.attn, fuse=args.fuse
+    )
     spec = RopeSpec.from_config(model.config)
     plain = _is_plain(model)
     searched = _searched_scaling(args, spec)

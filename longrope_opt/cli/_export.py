@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_overwrite_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
@@ -41,6 +42,7 @@ def add_parser(sub: Any) -> None:
     model = parser.add_argument_group("model directory")
     model.add_argument("--model-dir", default=None, help="also write a model directory here")
     add_overwrite_flag(model)
+    add_device_flag(model, default="cpu")
     model.add_argument(
         "--model", default=None, help="weights to save (default: the model the study searched)"
     )
@@ -105,7 +107,7 @@ def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
                 f"study {study.study_name!r} records no model; give `--model`."
             ) from None
     target = study.user_attrs.get("provenance", {}).get("target_length")
-    model, tokenizer = load_model(model_name, dtype="float32")
+    model, tokenizer = load_model(model_name, dtype="float32", device=args.device, attn=args.attn)
     spec = RopeSpec.from_config(model.config)
     scaling: Any = long
     if short is not None:

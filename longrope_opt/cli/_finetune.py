@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_overwrite_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
@@ -51,7 +52,7 @@ def add_parser(sub: Any) -> None:
     )
     data.add_argument("--samples", type=int, default=4, help="training documents (default 4)")
     data.add_argument("--seed", type=int, default=1, help="chooses the documents (default 1)")
-    data.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    add_device_flag(data)
     train = parser.add_argument_group("training")
     train.add_argument("--steps", type=int, default=4, help="optimizer steps (default 4)")
     train.add_argument("--learning-rate", type=float, default=2e-5, help="AdamW lr (default 2e-5)")
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     length = args.target_length or length
     if not length:
         raise InvalidArgumentError("the factors record no target length; give `--target-length`.")
-    model, tokenizer = load_model(args.model, dtype="float32", device=args.device)
+    model, tokenizer = load_model(args.model, dtype="float32", device=args.device, attn=args.attn)
     spec = RopeSpec.from_config(model.config)
     spec.scale(length)
     scaling.check(spec)

@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         n_trials=args.n_trials,
         timeout=args.timeout,
         dtype=args.dtype,
+        device=args.device,
+        attn=args.attn,
         fuse=args.fuse,
         heartbeat_interval=args.heartbeat_interval,
         store_total=True,

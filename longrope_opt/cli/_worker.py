@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_storage_flag
@@ -44,6 +45,7 @@ def add_parser(sub: Any) -> None:
     add_heartbeat_flag(parser)
     machine = parser.add_argument_group("this machine")
     add_dtype_flag(machine)
+    add_device_flag(machine)
     machine.add_argument(
         "--fuse", action=argparse.BooleanOptionalAction, default=True, help="(default on)"
     )
@@ -98,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         n_trials=n_trials,
         timeout=args.timeout,
         dtype=args.dtype,
+        device=args.device,
+        attn=args.attn,
         fuse=args.fuse,
         heartbeat_interval=args.heartbeat_interval,
         store_total=False,

@@ -7,6 +7,12 @@ from longrope_opt.models._compute import ComputePath
 from longrope_opt.models._compute import PathChoice
 from longrope_opt.models._compute import choose_path
 from longrope_opt.models._compute import cpu_name
+from longrope_opt.models._device import choose_attention
+from longrope_opt.models._device import cuda_path
+from longrope_opt.models._device import flash_attention_installed
+from longrope_opt.models._device import peak_memory_mb
+from longrope_opt.models._device import reset_peak_memory
+from longrope_opt.models._device import resolve_device
 from longrope_opt.models._export import as_pair
 from longrope_opt.models._export import check_output_dir
 from longrope_opt.models._export import export_model
@@ -15,7 +21,6 @@ from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
 from longrope_opt.models._load import load_model
 from longrope_opt.models._load import read_config
-from longrope_opt.models._load import resolve_device
 from longrope_opt.models._loss import chunked_nll
 from longrope_opt.models._loss import decoder_hidden
 from longrope_opt.models._loss import final_logits
@@ -32,6 +37,11 @@ __all__ = [
     "DEFAULT_MODEL",
     "as_pair",
     "cache_dir",
+    "choose_attention",
+    "cuda_path",
+    "flash_attention_installed",
+    "peak_memory_mb",
+    "reset_peak_memory",
     "check_output_dir",
     "chunked_nll",
     "decoder_hidden",

@@ -10,6 +10,8 @@ import optuna
 import torch
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import peak_memory_mb
+from longrope_opt.models import reset_peak_memory
 from longrope_opt.objectives._perplexity import MODES
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
@@ -155,6 +157,8 @@ class PerplexityObjective:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after {i + 1} sample(s), ppl {running.ppl:.4g}")
 
+        device = self.model.get_output_embeddings().weight.device
+        reset_peak_memory(device)
         try:
             result = evaluate_perplexity(
                 self.model,
@@ -176,6 +180,9 @@ class PerplexityObjective:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             return math.nan
+        peak = peak_memory_mb(device)
+        if peak is not None:  # CUDA: what this candidate needed, for sizing the next run
+            trial.set_user_attr("peak_gpu_memory_mb", round(peak, 1))
         if not math.isfinite(result.ppl):
             trial.set_user_attr("failure", f"non-finite perplexity ({result.ppl})")
             return math.nan  # Optuna fails the trial and the study goes on

@@ -80,6 +80,8 @@ def run_comparison(
     seeds: Sequence[int],
     budget: int,
     dtype: str = "auto",
+    device: str = "auto",
+    attn: str | None = None,
     fuse: bool = True,
     on_study: Callable[[int, int, str], None] | None = None,
 ) -> int:
@@ -92,7 +94,9 @@ def run_comparison(
         samplers: Names in `longrope_opt.samplers.SAMPLERS`.
         seeds: Sampler seeds.
         budget: Finished trials per study.
-        dtype: Model dtype on this machine.
+        dtype: Compute path on this machine.
+        device: Where the model runs.
+        attn: Attention kernel (None: the best available).
         fuse: Compile the element-wise work.
         on_study: Called before each study with (index, count, study name).
     """
@@ -112,7 +116,7 @@ def run_comparison(
     pending = pending_studies(storage, prefix, samplers, seeds, budget)
     if not pending:
         return 0
-    model, tokenizer = load_model(config.model, dtype=dtype, fuse=fuse)
+    model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn, fuse=fuse)
     for i, (sampler, seed, study_name) in enumerate(pending):
         if on_study is not None:
             on_study(i, len(pending), study_name)
@@ -125,6 +129,8 @@ def run_comparison(
             study_name=study_name,
             n_trials=budget,
             graceful_interrupt=True,
+            device=device,
+            attn=attn,
             model=model,
             tokenizer=tokenizer,
         )

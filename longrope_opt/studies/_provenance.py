@@ -96,5 +96,8 @@ def provenance_of(
         samples=len(samples),
         seed=seed,
         objective=objective,
-        compute=getattr(model, "longrope_opt_compute", None),
+        compute={
+            **(getattr(model, "longrope_opt_compute", None) or {}),
+            "device": str(model.get_output_embeddings().weight.device),
+        },
     )

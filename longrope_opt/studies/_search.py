@@ -60,6 +60,8 @@ def run_search(
     n_trials: int | None = None,
     timeout: float | None = None,
     dtype: str = "auto",
+    device: str = "auto",
+    attn: str | None = None,
     fuse: bool = True,
     heartbeat_interval: int | None = 60,
     store_total: bool = True,
@@ -82,7 +84,10 @@ def run_search(
         n_trials: The study's total of finished (complete or pruned) trials, across runs and
             workers; None runs until `timeout`.
         timeout: Seconds for this call (0 creates or checks the study and runs nothing).
-        dtype: Model dtype on this machine.
+        dtype: Compute path on this machine (``auto``: the fastest, see `load_model`).
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` for this process (not part of the
+            search: each worker picks its own; one worker per GPU via CUDA_VISIBLE_DEVICES).
+        attn: Attention kernel (None: the best available, see `load_model`).
         fuse: Compile the element-wise work (faster long forwards).
         heartbeat_interval: Trial heartbeat in seconds (None or 0: off).
         store_total: Record `n_trials` in the study as its total (what workers read).
@@ -111,6 +116,10 @@ def run_search(
         raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
     if study_name is not None and not study_name.strip():
         raise InvalidArgumentError("`--study-name` must not be empty (omit it for the default).")
+    from longrope_opt.models import choose_attention
+    from longrope_opt.models import resolve_device
+
+    choose_attention(resolve_device(device), attn)  # a device or kernel this machine lacks: now
     # Local paths are stored absolute: workers may start in any directory.
     config = config.resolved()
     factory = OBJECTIVES.get_or_raise(config.objective)
@@ -126,7 +135,9 @@ def run_search(
         pre = read_config(config.model)
         if pre is not None and _has_rope(pre):
             _space_of(config, pre, storage)
-        model, tokenizer = load_model(config.model, dtype=dtype, fuse=fuse)
+        model, tokenizer = load_model(
+            config.model, dtype=dtype, device=device, attn=attn, fuse=fuse
+        )
     config, space = _space_of(config, model.config, storage)
     spec = space.spec
     options = dict(config.objective_options)
