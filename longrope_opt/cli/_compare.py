@@ -102,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt.studies import write_html
 
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]
+    if not samplers:
+        raise InvalidArgumentError(
+            f"`--samplers` must name at least one sampler (e.g. longrope,tpe), got {args.samplers!r}."
+        )
     check_sampler_names(samplers)
     for flag in ("budget", "seeds", "samples"):
         if getattr(args, flag) < 1:

@@ -140,6 +140,7 @@ def _is_plain(model: Any) -> bool:
 def run(args: argparse.Namespace) -> int:
     """Load once, evaluate every (method, length), print a table (and write files)."""
     from longrope_opt import RopeSpec
+    from longrope_opt.data import check_source
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
     from longrope_opt.models import read_config
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"`--stride` must be an integer >= 1 with --mode sliding (e.g. 256), got {args.stride}."
         )
+    check_source(args.corpus)
     pre = read_config(args.model)  # factors and studies are checked before the weights load
     if pre is not None and (args.factors or args.study_name):
         _searched_scaling(args, RopeSpec.from_config(pre))

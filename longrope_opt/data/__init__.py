@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from longrope_opt.data._samples import Samples
+from longrope_opt.data._samples import check_source
 from longrope_opt.data._samples import load_samples
 from longrope_opt.data._sources import builtin_documents
 
 
-__all__ = ["Samples", "builtin_documents", "load_samples"]
+__all__ = ["Samples", "builtin_documents", "check_source", "load_samples"]

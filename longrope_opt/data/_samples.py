@@ -14,6 +14,7 @@ from longrope_opt.data._sources import builtin_documents
 from longrope_opt.data._sources import dataset_documents
 from longrope_opt.data._sources import describe_builtin
 from longrope_opt.data._sources import file_documents
+from longrope_opt.data._sources import text_files
 from longrope_opt.data._sources import text_hash
 from longrope_opt.errors import DataError
 from longrope_opt.errors import InvalidArgumentError
@@ -40,6 +41,16 @@ class Samples(list):
 
 def _looks_like_path(source: str) -> bool:
     return source.startswith((".", "/", "~")) or bool(re.search(r"\.(txt|md)$", source))
+
+
+def check_source(source: str) -> None:
+    """Fail now on a corpus path that does not exist or holds no text files (before a model
+    loads); dataset names are only checked when read."""
+    if source == "builtin":
+        return
+    path = Path(source).expanduser()
+    if path.exists() or _looks_like_path(source):
+        text_files(path)
 
 
 def _candidates(source: str, length: int, seed: int) -> tuple[Iterable[tuple[str, str]], str]:

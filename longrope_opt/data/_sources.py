@@ -50,17 +50,22 @@ def builtin_documents(min_chars: int = 0) -> list[tuple[str, str]]:
     return [(doc_id, text) for doc_id, text in docs if len(text) >= min_chars]
 
 
-def file_documents(path: Path) -> list[tuple[str, str]]:
-    """One document per ``.txt``/``.md`` file: `path` itself, or every such file below it (sorted)."""
+def text_files(path: Path) -> list[Path]:
+    """`path` itself, or every ``.txt``/``.md`` file below it (sorted); one-line errors for a
+    missing path or a folder without text files."""
     if path.is_file():
-        files = [path]
-    elif path.is_dir():
+        return [path]
+    if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".md") and p.is_file())
         if not files:
             raise DataError(f"`corpus` directory {str(path)!r} holds no .txt or .md files.")
-    else:
-        raise DataError(f"`corpus` path {str(path)!r} does not exist.")
-    return [(str(p), _read_text(p)) for p in files]
+        return files
+    raise DataError(f"`corpus` path {str(path)!r} does not exist.")
+
+
+def file_documents(path: Path) -> list[tuple[str, str]]:
+    """One document per ``.txt``/``.md`` file: `path` itself, or every such file below it (sorted)."""
+    return [(str(p), _read_text(p)) for p in text_files(path)]
 
 
 def _read_text(path: Path) -> str:

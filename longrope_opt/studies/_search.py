@@ -116,10 +116,12 @@ def run_search(
         raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
     if study_name is not None and not study_name.strip():
         raise InvalidArgumentError("`--study-name` must not be empty (omit it for the default).")
+    from longrope_opt.data import check_source
     from longrope_opt.models import choose_attention
     from longrope_opt.models import resolve_device
 
     choose_attention(resolve_device(device), attn)  # a device or kernel this machine lacks: now
+    check_source(config.corpus)  # a mistyped corpus path: before the model loads
     # Local paths are stored absolute: workers may start in any directory.
     config = config.resolved()
     factory = OBJECTIVES.get_or_raise(config.objective)

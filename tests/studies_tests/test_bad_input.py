@@ -365,6 +365,10 @@ def test_inputs_fail_before_the_weights_load(env, tmp_path, capfd, monkeypatch) 
         "sliding without a stride": ([*evaluate, "--mode", "sliding"], "`--stride` must be an integer >= 1"),
         "eval of a missing study": ([*evaluate, "--storage", env["storage"], "--study-name", "nope"],
                                     "`--study-name` 'nope' not found"),
+        "a mistyped corpus path": ([*evaluate[:4], "/no/such/corpus", *evaluate[5:]],
+                                   "`corpus` path '/no/such/corpus' does not exist"),
+        "search on a mistyped corpus": ([*ok[:4], str(Path(env["corpus"]) / "nope"), *ok[5:],
+                                         "--n-trials", "8", "--study-name", "n"], "does not exist"),
         # 5. one line for every exception a user can cause
         "factor values that are not numbers": ([*evaluate, "--factors", str(words)],
                                                "`factors` must be a 1-D sequence of numbers"),
