@@ -177,7 +177,13 @@ def _layer_progress(model: Any, windows: int) -> Iterator[None]:
 
     layers = list(getattr(model.get_decoder(), "layers", []))
     bar = tqdm(total=windows * len(layers), desc="layers", unit="layer", leave=False)
-    handles = [layer.register_forward_hook(lambda *_: bar.update(1)) for layer in layers]
+
+    def count(*_: Any) -> None:
+        # A forward hook that returns anything but None replaces the layer's output
+        # (tqdm.update returns True when it redraws), so this one returns nothing.
+        bar.update(1)
+
+    handles = [layer.register_forward_hook(count) for layer in layers]
     try:
         yield
     finally:

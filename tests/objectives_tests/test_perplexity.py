@@ -156,3 +156,23 @@ def test_progress_counts_decoder_layers_and_leaves_no_hook(monkeypatch) -> None:
     # 3 samples of 100 tokens in windows of 64 every 32: 3 windows each, 2 layers per window
     assert set(seen) == {("layers", 18, 18, "layer")}  # (close may run again on deletion)
     assert all(not layer._forward_hooks for layer in model.get_decoder().layers)
+
+
+def test_progress_bar_never_changes_the_result(monkeypatch) -> None:
+    # tqdm.update returns True when it redraws; a forward hook returning it would replace the
+    # layer's output. Force a redraw on every update so that would show.
+    import tqdm.auto
+
+    class AlwaysRedraw(tqdm.auto.tqdm):  # type: ignore[misc]
+        def update(self, n: float = 1) -> bool:
+            super().update(n)
+            return True
+
+    model = build_tiny_model("llama")
+    samples = [torch.randint(3, 128, (100,)) for _ in range(2)]
+    plain = evaluate_perplexity(model, samples, None, mode="sliding", window=64, stride=32)
+    monkeypatch.setattr(tqdm.auto, "tqdm", AlwaysRedraw)
+    shown = evaluate_perplexity(
+        model, samples, None, mode="sliding", window=64, stride=32, progress=True
+    )
+    assert shown.sample_nll == plain.sample_nll
