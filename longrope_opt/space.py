@@ -18,7 +18,15 @@ import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.distributions import CategoricalDistribution
 from optuna.distributions import FloatDistribution
+from optuna.distributions import IntDistribution
 
+from longrope_opt._critical import CRITICAL
+from longrope_opt._critical import DEFAULT_CRITICAL_RADIUS
+from longrope_opt._critical import SHAPES
+from longrope_opt._critical import critical_range
+from longrope_opt._critical import seed_tails
+from longrope_opt._critical import sorted_tail
+from longrope_opt._critical import with_ramp
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import METHODS
@@ -67,6 +75,11 @@ class SearchSpace:
         base_length: The length `base` extends to (the fine-tuning length); needed with `base`.
         attention_value: A fixed t that overrides the `attention` rule (e.g. the long factors'
             t for a short search, since transformers' longrope has one attention factor).
+        shape: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2:
+            the critical dimension c is searched in c₀ ± `critical_radius`, λ from c on in
+            [s, lambda_high] with lambda_high defaulting to 2s, an NTK-style ramp below; see
+            `longrope_opt._critical`). The critical shape is for a first search only.
+        critical_radius: How far c may move from the theoretical c₀ (critical shape only).
     """
 
     spec: RopeSpec
@@ -81,22 +94,35 @@ class SearchSpace:
     base: RopeScaling | None = None
     base_length: int | None = None
     attention_value: float | None = None
+    shape: str = "full"
+    critical_radius: int = DEFAULT_CRITICAL_RADIUS
 
     def __post_init__(self) -> None:
         s = self._relative_scale()
+        if self.shape not in SHAPES:
+            raise InvalidArgumentError(f"`shape` must be one of {list(SHAPES)}, got {self.shape!r}.")
+        if self.shape == "critical":
+            if self.base is not None or self.is_short:
+                raise InvalidArgumentError(
+                    "`shape` 'critical' is for a first search past the trained length "
+                    f"{self.spec.original_length} (no --base, no --recovery); got target_length "
+                    f"{self.target_length}{' and a base' if self.base is not None else ''}."
+                )
+            critical_range(self.spec, self.critical_radius)  # validates
         if self.lambda_high is None:
-            object.__setattr__(self, "lambda_high", round(1.25 * s, 10))
+            cap = 2.0 if self.shape == "critical" else 1.25
+            object.__setattr__(self, "lambda_high", round(cap * s, 10))
         if not (math.isfinite(self.lambda_low) and self.lambda_low > 0):
             raise InvalidArgumentError(
                 f"`lambda_low` must be a finite number > 0, got {self.lambda_low}."
             )
-        if not self.high > self.lambda_low:
+        if not self.high > self.low:
             raise InvalidArgumentError(
-                f"`lambda_high` must be > lambda_low={self.lambda_low}, got {self.lambda_high}."
+                f"`lambda_high` must be > {self.low} (the lowest searched λ), got {self.lambda_high}."
             )
-        if self.step < 0 or (self.step and self.step > self.high - self.lambda_low):
+        if self.step < 0 or (self.step and self.step > self.high - self.low):
             raise InvalidArgumentError(
-                f"`step` must be 0 or in (0, {self.high - self.lambda_low}], got {self.step}."
+                f"`step` must be 0 or in (0, {self.high - self.low}], got {self.step}."
             )
         n_hat = (self.n_hat,) if isinstance(self.n_hat, int) else tuple(self.n_hat)
         if n_hat == PAPER_N_HAT:  # the default set: keep what fits a short target
@@ -125,6 +151,48 @@ class SearchSpace:
         """The highest factor (`lambda_high`, its default filled in)."""
         assert self.lambda_high is not None  # __post_init__ fills the default
         return float(self.lambda_high)
+
+    @property
+    def low(self) -> float:
+        """The lowest searched factor: `lambda_low`, or s in the critical shape."""
+        if self.shape == "critical":
+            return float(self.spec.scale(self.target_length))
+        return float(self.lambda_low)
+
+    @property
+    def critical_bounds(self) -> tuple[int, int] | None:
+        """``(lowest, highest)`` searched critical dimension; None in the full shape."""
+        if self.shape != "critical":
+            return None
+        return critical_range(self.spec, self.critical_radius)
+
+    @property
+    def param_names(self) -> list[str]:
+        """The λ parameters a trial holds: every λ, or those from the lowest c on."""
+        bounds = self.critical_bounds
+        return self.names if bounds is None else self.names[bounds[0] :]
+
+    def complete(self, factors: np.ndarray, critical: int | None) -> np.ndarray:
+        """Every λ from a candidate's searched ones: the ramp below c (critical shape)."""
+        if critical is None:
+            return np.asarray(factors, dtype=np.float64)
+        return with_ramp(factors, critical)
+
+    def snap_candidate(self, factors: np.ndarray, critical: int | None) -> np.ndarray:
+        """`snap` on the searched λ (from c on), the ramp recomputed below."""
+        if critical is None:
+            return self.snap(factors)
+        f = np.array(factors, dtype=np.float64)
+        f[critical:] = self.snap(f[critical:])
+        return with_ramp(f, critical)
+
+    def critical_of(self, params: Mapping[str, Any]) -> int | None:
+        """A trial's critical dimension (clipped to the searched range); None in the full shape
+        or when the trial holds none."""
+        bounds = self.critical_bounds
+        if bounds is None or CRITICAL not in params:
+            return None
+        return min(max(int(params[CRITICAL]), bounds[0]), bounds[1])
 
     def _relative_scale(self) -> float:
         L, target = self.spec.original_length, self.target_length
@@ -171,6 +239,10 @@ class SearchSpace:
         PI, NTK and YaRN for the relative extension; for a short search (no extension to seed
         from): λ = 1, NTK's shape and a linear ramp, each reaching the cap.
         """
+        if self.shape == "critical":
+            raise InvalidArgumentError(
+                "the critical shape's seeds carry a critical dimension: use `seed_params`."
+            )
         if not self.is_short:
             rel = self.relative_spec
             seeds = [(m, METHODS[m](rel, self.target_length)) for m in ("pi", "ntk", "yarn")]
@@ -185,6 +257,20 @@ class SearchSpace:
                 "linear",
                 RopeScaling(self.lambda_low + ramp * (cap - self.lambda_low), method="linear"),
             ),
+        ]
+
+    def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
+        """``[(name, params)]`` of the evolution's seeds, ready for `study.enqueue_trial`:
+        `seed_scalings` in trial terms, or in the critical shape YaRN and NTK with the critical
+        dimension corrected (`longrope_opt._critical.seed_tails`)."""
+        bounds = self.critical_bounds
+        if bounds is None:
+            return [(m, self.to_params(sc)) for m, sc in self.seed_scalings()]
+        s, L = self.spec.scale(self.target_length), self.spec.original_length
+        t = ATTENTION_RULES["yarn"](s, L) if self.attention == "search" else None
+        return [
+            (name, self.encode(f, self.n_hat[0], t, critical=c))
+            for name, f, c in seed_tails(self.spec, s, self.high, bounds[0])
         ]
 
     def snap_bounds(self, values: np.ndarray) -> np.ndarray:
@@ -215,8 +301,11 @@ class SearchSpace:
         The LongRoPE sampler keeps its own proposals on the `step` grid (see `snap`).
         """
         dists: dict[str, BaseDistribution] = {
-            name: FloatDistribution(self.lambda_low, self.high) for name in self.names
+            name: FloatDistribution(self.low, self.high) for name in self.param_names
         }
+        bounds = self.critical_bounds
+        if bounds is not None:
+            dists[CRITICAL] = IntDistribution(*bounds)
         if len(self.n_hat) > 1:
             dists[N_HAT] = CategoricalDistribution(self.n_hat)
         if self.attention == "search":
@@ -224,36 +313,63 @@ class SearchSpace:
         return dists
 
     def snap(self, values: np.ndarray) -> np.ndarray:
-        """Round factors to the `step` grid from `lambda_low`, clipped to the bounds."""
-        v = np.clip(np.asarray(values, dtype=np.float64), self.lambda_low, self.high)
+        """Round factors to the `step` grid from `low`, clipped to the bounds."""
+        v = np.clip(np.asarray(values, dtype=np.float64), self.low, self.high)
         if not self.step:
             return v
-        k = np.round((v - self.lambda_low) / self.step)
-        return np.clip(np.round(self.lambda_low + k * self.step, 10), self.lambda_low, self.high)
+        k = np.round((v - self.low) / self.step)
+        return np.clip(np.round(self.low + k * self.step, 10), self.low, self.high)
 
     def decode(self, params: Mapping[str, Any]) -> tuple[np.ndarray, int, float | None] | None:
         """Trial parameters → ``(λ as proposed, n̂, t)``: no repair, no base; t is None unless
         searched (and given). None when a λ is missing (e.g. a trial that was never sampled).
 
         The one reading of trial parameters: `to_scaling`, the samplers and export build on it.
+        In the critical shape the λ below the trial's c are its ramp (see `critical_of`).
         """
-        if not all(name in params for name in self.names):
+        if not all(name in params for name in self.param_names):
             return None
-        factors = np.array([float(params[name]) for name in self.names])
+        bounds = self.critical_bounds
+        if bounds is None:
+            factors = np.array([float(params[name]) for name in self.names])
+        else:
+            critical = self.critical_of(params)
+            if critical is None:
+                return None
+            factors = np.ones(self.spec.n_factors)
+            factors[bounds[0] :] = [float(params[name]) for name in self.param_names]
+            factors = with_ramp(factors, critical)
         # A fixed n̂ / t is a property of the space: it wins over whatever the params carry.
         n_hat = int(params[N_HAT]) if len(self.n_hat) > 1 and N_HAT in params else self.n_hat[0]
         t = params.get(ATTENTION_SCALE) if self.attention == "search" else None
         return factors, n_hat, None if t is None else float(t)
 
     def encode(
-        self, factors: Any, n_hat: int, attention_scale: float | None = None
+        self,
+        factors: Any,
+        n_hat: int,
+        attention_scale: float | None = None,
+        *,
+        critical: int | None = None,
     ) -> dict[str, Any]:
         """``(λ, n̂, t)`` → trial parameters, values kept exactly (the inverse of `decode`).
 
         n̂ outside the searched set becomes the set's first value; t (searched only) is clamped
-        to `attention_bounds`, None meaning the lower bound.
+        to `attention_bounds`, None meaning the lower bound. In the critical shape `critical`
+        is required; λ below it (the ramp, unused) are stored clipped to the bounds.
         """
-        params: dict[str, Any] = {n: float(v) for n, v in zip(self.names, factors)}
+        bounds = self.critical_bounds
+        if bounds is None:
+            params: dict[str, Any] = {n: float(v) for n, v in zip(self.names, factors)}
+        else:
+            if critical is None:
+                raise InvalidArgumentError("the critical shape needs `critical` to encode λ.")
+            values = np.asarray(factors, dtype=np.float64)[bounds[0] :]
+            c = min(max(int(critical), bounds[0]), bounds[1])
+            below = np.arange(bounds[0], self.spec.n_factors) < c
+            values = np.where(below, np.clip(values, self.low, self.high), values)
+            params = {n: float(v) for n, v in zip(self.param_names, values)}
+            params[CRITICAL] = c
         if len(self.n_hat) > 1:
             params[N_HAT] = int(n_hat) if n_hat in self.n_hat else self.n_hat[0]
         if self.attention == "search":
@@ -267,11 +383,15 @@ class SearchSpace:
         filled in; composed with `base` for a secondary search, so the result is absolute)."""
         decoded = self.decode(params)
         if decoded is None:
-            missing = next(name for name in self.names if name not in params)
+            missing = next(
+                name for name in [*self.param_names, CRITICAL] if name not in params
+            )
             raise InvalidArgumentError(f"parameter {missing!r} is missing from the trial.")
         factors, n_hat, t = decoded
+        critical = self.critical_of(params)
         if self.repair == "sort":
-            factors = np.sort(factors)  # the one constraint policy every sampler shares
+            # the one constraint policy every sampler shares
+            factors = np.sort(factors) if critical is None else sorted_tail(factors, critical)
         fixed = self.fixed_attention_scale
         t = fixed if fixed is not None else (self.attention_bounds[0] if t is None else t)
         scaling = RopeScaling(factors, n_hat, float(t), method="searched")
@@ -279,8 +399,10 @@ class SearchSpace:
 
     def to_params(self, scaling: RopeScaling) -> dict[str, Any]:
         """`RopeScaling` in this space's terms (relative to `base`) → trial parameters (for
-        enqueuing seeds). Values are kept exactly."""
+        enqueuing seeds). Values are kept exactly. (Full shape only: a scaling has no c.)"""
         scaling.check(self.spec)
+        if self.shape == "critical":
+            raise InvalidArgumentError("the critical shape encodes λ with a c: use `encode`.")
         return self.encode(scaling.factors, scaling.n_hat, scaling.attention_scale)
 
     def is_repaired(self, params: Mapping[str, Any]) -> bool:
@@ -296,6 +418,8 @@ class SearchSpace:
         for name, dist in self.distributions().items():
             if isinstance(dist, CategoricalDistribution):
                 params[name] = trial.suggest_categorical(name, dist.choices)
+            elif isinstance(dist, IntDistribution):
+                params[name] = trial.suggest_int(name, dist.low, dist.high)
             else:
                 assert isinstance(dist, FloatDistribution)
                 params[name] = trial.suggest_float(name, dist.low, dist.high, step=dist.step)

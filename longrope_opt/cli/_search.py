@@ -30,6 +30,8 @@ EXAMPLES = """examples:
   longrope-opt search --storage postgresql://user@db-host/longrope --study-name big --n-trials 500
   # progressive extension: search 32k on a model fine-tuned at 16k (factors relative to its own)
   longrope-opt search --model ft-16k/ --base config --target-length 32768 --study-name ft-32k
+  # LongRoPE2's space (critical dimension searched) and needle-driven perplexity, at 4x
+  longrope-opt search --space critical --objective needle-ppl --target-length 32768 --study-name smol-32k-cd
   # short-context recovery: short factors at the trained length, lower cap, the long factors' t
   longrope-opt search --model ft-16k/ --recovery --target-length 8192 --lambda-max 1.5 --n-hat 0 --attention 1.0377
 """
@@ -73,6 +75,13 @@ def add_parser(sub: Any) -> None:
         help="'search' (paper set) or a fixed integer (default search)",
     )
     evo.add_argument(
+        "--space",
+        choices=("full", "critical"),
+        default="full",
+        help="full: every λ searched in [1, 1.25·s] (the paper); critical: LongRoPE2's critical "
+        "dimension searched around theory, λ from it on in [s, 2s], an NTK ramp below",
+    )
+    evo.add_argument(
         "--attention",
         default="longrope",
         help="attention scale: none, yarn, longrope (sqrt(1+ln s/ln L), default), search, or a "
@@ -108,6 +117,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         n_hat=args.n_hat,
         attention=args.attention,
         lambda_max=args.lambda_max,
+        space=args.space,
         recovery=args.recovery,
         base=args.base,
         sampler=args.sampler,

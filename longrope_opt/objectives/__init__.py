@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from longrope_opt.objectives._needle import NeedlePrompt
+from longrope_opt.objectives._needle import build_needle_prompt
+from longrope_opt.objectives._needle import build_needle_skip_prompt
+from longrope_opt.objectives._needle import needle_nll
+from longrope_opt.objectives._needle import needle_prompts
+from longrope_opt.objectives._needle import sentence_starts
+from longrope_opt.objectives._needle_objective import NeedlePerplexityObjective
 from longrope_opt.objectives._passkey import PasskeyObjective
 from longrope_opt.objectives._passkey import PasskeyPrompt
 from longrope_opt.objectives._passkey import PasskeyResult
@@ -24,6 +31,13 @@ from longrope_opt.objectives._windows import truncate_window
 
 
 __all__ = [
+    "NeedlePerplexityObjective",
+    "NeedlePrompt",
+    "build_needle_prompt",
+    "build_needle_skip_prompt",
+    "needle_nll",
+    "needle_prompts",
+    "sentence_starts",
     "PasskeyObjective",
     "PasskeyPrompt",
     "PasskeyResult",

@@ -31,6 +31,11 @@ OBJECTIVES.add(
     "perplexity of long samples, the paper's fitness",
 )
 OBJECTIVES.add(
+    "needle-ppl",
+    "longrope_opt.objectives._needle_objective:NeedlePerplexityObjective",
+    "perplexity of a needle's answer in real documents (LongRoPE2)",
+)
+OBJECTIVES.add(
     "passkey",
     "longrope_opt.objectives._passkey:PasskeyObjective",
     "NLL or error rate of a hidden passkey",

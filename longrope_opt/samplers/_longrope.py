@@ -101,9 +101,11 @@ class LongRoPESampler(SpaceSampler):
         self._dedup = bool(dedup)
         self._seed = _fresh_seed() if seed is None else int(seed)
         super().__init__(space=space, seed=self._seed)
-        seeds = space.seed_scalings()
+        seeds = space.seed_params()
         self._seed_names = [name for name, _ in seeds]
-        self._seed_genomes = [self._genome_of(scaling) for _, scaling in seeds]
+        genomes = [self._genome_of_params(params) for _, params in seeds]
+        assert all(g is not None for g in genomes)  # seed params hold every parameter
+        self._seed_genomes: list[Genome] = [g for g in genomes if g is not None]
 
     # ----- public helpers -------------------------------------------------------------------
 
@@ -227,7 +229,7 @@ class LongRoPESampler(SpaceSampler):
         for _ in range(self._max_tries):
             if use_crossover:
                 i, j = rng.choice(len(parents), size=2, replace=False)
-                child = crossover(parents[int(i)], parents[int(j)], rng)
+                child = crossover(parents[int(i)], parents[int(j)], rng, space=self._space)
                 if (
                     child is None
                 ):  # identical parents or no valid child: mutate instead (official code)
@@ -251,7 +253,9 @@ class LongRoPESampler(SpaceSampler):
 
     def _on_grid(self, genome: Genome) -> Genome:
         # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
-        return genome._replace(factors=self._space.snap(genome.factors))
+        return genome._replace(
+            factors=self._space.snap_candidate(genome.factors, genome.critical)
+        )
 
     def _propose_unclaimed(
         self, study: Study, trial: FrozenTrial, gen: int, slot: int, rng: np.random.Generator
@@ -288,17 +292,16 @@ class LongRoPESampler(SpaceSampler):
                 keys.add(genome.key())
         return keys
 
-    def _genome_of(self, scaling: Any) -> Genome:
-        genome = self._genome_of_params(self._space.to_params(scaling))
-        assert genome is not None  # to_params writes every λ
-        return genome
-
     def _genome_of_params(self, params: dict[str, Any]) -> Genome | None:
         decoded = self._space.decode(params)
-        return None if decoded is None else Genome(*decoded)
+        if decoded is None:
+            return None
+        return Genome(*decoded, critical=self._space.critical_of(params))
 
     def _params_of(self, genome: Genome) -> dict[str, Any]:
-        return self._space.encode(genome.factors, genome.n_hat, genome.attention_scale)
+        return self._space.encode(
+            genome.factors, genome.n_hat, genome.attention_scale, critical=genome.critical
+        )
 
 
 def enqueue_seeds(

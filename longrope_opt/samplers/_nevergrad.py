@@ -102,8 +102,11 @@ class NevergradSampler(SpaceSampler):
         ng_ = _import_nevergrad()
         s = self._space
         parts: dict[str, Any] = {
-            "lam": ng_.p.Array(shape=(s.spec.n_factors,), lower=s.lambda_low, upper=s.high)
+            "lam": ng_.p.Array(shape=(len(s.param_names),), lower=s.low, upper=s.high)
         }
+        bounds = s.critical_bounds
+        if bounds is not None:  # the critical shape: c is an integer parameter too
+            parts["c"] = ng_.p.Scalar(lower=bounds[0], upper=bounds[1]).set_integer_casting()
         if len(s.n_hat) > 1:
             parts["n_hat"] = ng_.p.Choice(list(s.n_hat))
         if s.attention == "search":
@@ -123,7 +126,11 @@ class NevergradSampler(SpaceSampler):
         if decoded is None:
             return None
         factors, n_hat, t = decoded
-        value: dict[str, Any] = {"lam": np.clip(factors, s.lambda_low, s.high)}
+        first = s.spec.n_factors - len(s.param_names)
+        value: dict[str, Any] = {"lam": np.clip(factors[first:], s.low, s.high)}
+        critical = s.critical_of(params)
+        if critical is not None:
+            value["c"] = critical
         if len(s.n_hat) > 1:
             value["n_hat"] = n_hat
         if s.attention == "search":
@@ -188,7 +195,11 @@ class NevergradSampler(SpaceSampler):
         candidate = self._live().ask()
         self._asked[trial.number] = candidate
         value = candidate.value
-        params = self._space.encode(value["lam"], value.get("n_hat", 0), value.get("t"))
+        s = self._space
+        factors = np.ones(s.spec.n_factors)
+        factors[s.spec.n_factors - len(s.param_names) :] = value["lam"]
+        critical = int(value["c"]) if "c" in value else None
+        params = s.encode(factors, value.get("n_hat", 0), value.get("t"), critical=critical)
         return {k: v for k, v in params.items() if k in search_space}
 
     def after_trial(

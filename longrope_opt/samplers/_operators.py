@@ -1,7 +1,9 @@
 """LongRoPE's mutation and crossover under the monotone constraint (paper Algorithm 1), pure numpy.
 
-A genome is ``(factors, n_hat, attention_scale)``. Every operator returns a genome whose factors
-are non-decreasing and inside the space's bounds, or ``None`` when it cannot within its tries.
+A genome is ``(factors, n_hat, attention_scale, critical)``. Every operator returns a genome whose
+factors are non-decreasing and inside the space's bounds, or ``None`` when it cannot within its
+tries. In the critical shape (``critical`` set) only λ from c on are genes; the ones below are
+the ramp `SearchSpace.complete` recomputes, and c itself moves by a step of one or two.
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ from longrope_opt.space import SearchSpace
 
 
 class Genome(NamedTuple):
-    """One candidate: λ (non-decreasing), n̂, and t (None when the space fixes it)."""
+    """One candidate: λ (every one, non-decreasing), n̂, t (None when the space fixes it) and
+    the critical dimension (None in the full shape)."""
 
     factors: np.ndarray
     n_hat: int
     attention_scale: float | None
+    critical: int | None = None
 
     def key(self) -> tuple:
         """Hashable identity used for de-duplication (λ to 1e-6)."""
         t = None if self.attention_scale is None else round(float(self.attention_scale), 6)
-        return (tuple(np.round(self.factors, 6).tolist()), int(self.n_hat), t)
+        key = (tuple(np.round(self.factors, 6).tolist()), int(self.n_hat), t)
+        return key if self.critical is None else (*key, int(self.critical))
 
 
 def is_monotone(factors: np.ndarray) -> bool:
@@ -38,11 +43,26 @@ def _grid_between(
     step = space.step
     if not step:
         return float(rng.uniform(lo, hi))
-    k_lo = int(np.ceil((lo - space.lambda_low) / step - 1e-9))
-    k_hi = int(np.floor((hi - space.lambda_low) / step + 1e-9))
+    k_lo = int(np.ceil((lo - space.low) / step - 1e-9))
+    k_hi = int(np.floor((hi - space.low) / step + 1e-9))
     if k_lo > k_hi:
         return current
-    return round(space.lambda_low + step * int(rng.integers(k_lo, k_hi + 1)), 10)
+    return round(space.low + step * int(rng.integers(k_lo, k_hi + 1)), 10)
+
+
+def _redraw(f: np.ndarray, space: SearchSpace, rng: np.random.Generator, prob: float) -> None:
+    # Left to right, each picked λ_i uniformly in [λ_{i−1}, λ_{i+1}] (bounds at the ends).
+    n = f.size
+    for i in np.flatnonzero(rng.random(n) < prob):
+        lo = space.low if i == 0 else f[i - 1]
+        hi = space.high if i == n - 1 else f[i + 1]
+        f[i] = _grid_between(lo, hi, space, rng, f[i])
+
+
+def _shift_critical(c: int, space: SearchSpace, rng: np.random.Generator) -> int:
+    bounds = space.critical_bounds
+    assert bounds is not None  # critical shape
+    return int(np.clip(c + int(rng.choice((-2, -1, 1, 2))), *bounds))
 
 
 def mutate(parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: float) -> Genome:
@@ -50,36 +70,55 @@ def mutate(parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: f
 
     Dimensions are visited left to right and λ_i is drawn in [λ_{i−1}, λ_{i+1}] (the bounds at
     the ends), so a monotone parent always gives a monotone child (official ``dim_mono.mutate``).
-    n̂ and a searched t are re-drawn with the same probability.
+    n̂ and a searched t are re-drawn with the same probability; so is c (critical shape), moved
+    by ±1 or ±2 first, so the λ re-drawn are those from the new c on.
     """
-    f = np.maximum.accumulate(np.clip(parent.factors, space.lambda_low, space.high))
-    n = f.size
-    for i in np.flatnonzero(rng.random(n) < prob):
-        lo = space.lambda_low if i == 0 else f[i - 1]
-        hi = space.high if i == n - 1 else f[i + 1]
-        f[i] = _grid_between(lo, hi, space, rng, f[i])
+    c = parent.critical
+    if c is None:
+        f = np.maximum.accumulate(np.clip(parent.factors, space.low, space.high))
+        _redraw(f, space, rng, prob)
+    else:
+        if rng.random() < prob:
+            c = _shift_critical(c, space, rng)
+        f = np.array(parent.factors, dtype=np.float64)
+        # λ that were ramp and are now genes start at their ramp value, clipped up to s
+        tail = np.maximum.accumulate(np.clip(f[c:], space.low, space.high))
+        _redraw(tail, space, rng, prob)
+        f[c:] = tail
+        f = space.complete(f, c)
     n_hat = parent.n_hat
     if len(space.n_hat) > 1 and rng.random() < prob:
         n_hat = int(rng.choice(space.n_hat))
     t = parent.attention_scale
     if space.attention == "search" and rng.random() < prob:
         t = round(float(rng.uniform(*space.attention_bounds)), 4)
-    return Genome(f, n_hat, t)
+    return Genome(f, n_hat, t, c)
 
 
-def crossover(a: Genome, b: Genome, rng: np.random.Generator, *, tries: int = 20) -> Genome | None:
+def crossover(
+    a: Genome,
+    b: Genome,
+    rng: np.random.Generator,
+    *,
+    tries: int = 20,
+    space: SearchSpace | None = None,
+) -> Genome | None:
     """Child taking each λ_i from `a` or `b`; only a monotone child is returned.
 
     Up to `tries` uniform masks (each gene from `b` with probability 0.5, official code: 0.3
     then 0.5) are tried; then a one-point crossover at a random cut where the two parents join
-    monotonically. ``None`` if the parents are identical or no valid child exists.
+    monotonically. ``None`` if the parents are identical or no valid child exists. In the
+    critical shape (`space` needed) c comes from either parent and the genes from c on mix.
     """
     if (
         np.array_equal(a.factors, b.factors)
         and a.n_hat == b.n_hat
         and a.attention_scale == b.attention_scale
+        and a.critical == b.critical
     ):
         return None
+    if a.critical is not None and b.critical is not None and space is not None:
+        return _crossover_critical(a, b, space, rng, tries=tries)
     n = a.factors.size
 
     def extras() -> tuple[int, float | None]:
@@ -101,9 +140,50 @@ def crossover(a: Genome, b: Genome, rng: np.random.Generator, *, tries: int = 20
     return None
 
 
+def _crossover_critical(
+    a: Genome, b: Genome, space: SearchSpace, rng: np.random.Generator, *, tries: int
+) -> Genome | None:
+    c = a.critical if rng.random() < 0.5 else b.critical
+    assert c is not None  # both parents carry one
+    n = a.factors.size
+
+    def child_of(genes: np.ndarray) -> Genome | None:
+        tail = np.clip(genes[c:], space.low, space.high)
+        if not is_monotone(tail):
+            return None
+        f = space.complete(np.concatenate([genes[:c], tail]), c)
+        n_hat = a.n_hat if rng.random() < 0.5 else b.n_hat
+        t = a.attention_scale if rng.random() < 0.5 else b.attention_scale
+        return Genome(f, n_hat, t, c)
+
+    for _ in range(tries):
+        child = child_of(np.where(rng.random(n) < 0.5, b.factors, a.factors))
+        if child is not None and not (
+            np.array_equal(child.factors, a.factors) and np.array_equal(child.factors, b.factors)
+        ):
+            return child
+    cuts = [i for i in range(c + 1, n) if a.factors[i - 1] <= b.factors[i]]
+    if cuts:
+        i = int(rng.choice(cuts))
+        return child_of(np.concatenate([a.factors[:i], b.factors[i:]]))
+    return None
+
+
 def random_monotone(space: SearchSpace, rng: np.random.Generator, n: int) -> Genome:
     """A fresh non-decreasing vector: sorted uniform grid points (the last-resort fallback)."""
-    f = np.sort(space.snap(rng.uniform(space.lambda_low, space.high, n)))
+    bounds = space.critical_bounds
+    if bounds is not None:
+        c = int(rng.integers(bounds[0], bounds[1] + 1))
+        f = np.ones(n)
+        f[c:] = np.sort(space.snap(rng.uniform(space.low, space.high, n - c)))
+        n_hat = int(rng.choice(space.n_hat))
+        t = (
+            round(float(rng.uniform(*space.attention_bounds)), 4)
+            if space.attention == "search"
+            else None
+        )
+        return Genome(space.complete(f, c), n_hat, t, c)
+    f = np.sort(space.snap(rng.uniform(space.low, space.high, n)))
     n_hat = int(rng.choice(space.n_hat))
     t = (
         round(float(rng.uniform(*space.attention_bounds)), 4)

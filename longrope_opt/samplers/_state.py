@@ -95,11 +95,11 @@ def store_parents(study: optuna.Study, generation: int, numbers: list[int]) -> N
 
 def claim_key(key: tuple) -> list:
     """A genome key as JSON-storable data (trial system attrs must be JSON)."""
-    factors, n_hat, t = key
-    return [list(factors), n_hat, t]
+    factors, n_hat, t, *critical = key  # critical: [c] in the critical shape, else []
+    return [list(factors), n_hat, t, *critical]
 
 
 def key_of_claim(claim: list) -> tuple:
     """The inverse of `claim_key`."""
-    factors, n_hat, t = claim
-    return (tuple(factors), int(n_hat), t)
+    factors, n_hat, t, *critical = claim
+    return (tuple(factors), int(n_hat), t, *(int(c) for c in critical))

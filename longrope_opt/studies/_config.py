@@ -23,6 +23,7 @@ from longrope_opt.samplers import EVOLUTION_SAMPLERS
 from longrope_opt.samplers import SAMPLERS
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.space import PAPER_N_HAT
+from longrope_opt.space import SHAPES
 from longrope_opt.space import SearchSpace
 
 
@@ -38,7 +39,7 @@ PRUNERS = ("none", "wilcoxon")
 FLAGS = {
     "model": "--model", "corpus": "--corpus", "samples": "--samples", "seed": "--seed",
     "target_length": "--target-length", "n_hat": "--n-hat", "attention": "--attention",
-    "lambda_max": "--lambda-max", "recovery": "--recovery", "base": "--base",
+    "lambda_max": "--lambda-max", "space": "--space", "recovery": "--recovery", "base": "--base",
     "sampler": "--sampler", "sampler_seed": "--sampler-seed",
     "sampler_options": "the evolution flags", "objective": "--objective",
     "objective_options": "the objective's options", "pruner": "--pruner",
@@ -65,7 +66,10 @@ class SearchConfig:
         n_hat: ``"search"`` (the paper's set) or a fixed integer.
         attention: A rule from `longrope_opt.rope.ATTENTION_RULES`, ``"search"``, or a fixed t
             (a number, or its text).
-        lambda_max: Highest λ (default 1.25·s; 1.25 for a recovery search).
+        lambda_max: Highest λ (default 1.25·s; 1.25 for a recovery search; 2s for the
+            critical space).
+        space: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2's
+            critical dimension searched, λ from it on in [s, 2s]; `SearchSpace.shape`).
         recovery: A short-context recovery search (target within the trained window).
         base: A secondary search's base stage: ``"config"``, ``"study:NAME"``, a factor JSON
             path, or (once resolved by `run_search`) its record.
@@ -89,6 +93,7 @@ class SearchConfig:
     n_hat: int | str = "search"
     attention: str = "longrope"
     lambda_max: float | None = None
+    space: str = "full"
     recovery: bool = False
     base: str | dict[str, Any] | None = None
     sampler: str = "longrope"
@@ -123,6 +128,10 @@ class SearchConfig:
         ):
             raise InvalidArgumentError(
                 f"`--lambda-max` must be a finite number > 1, got {self.lambda_max!r}."
+            )
+        if self.space not in SHAPES:
+            raise InvalidArgumentError(
+                f"`--space` must be one of {list(SHAPES)}, got {self.space!r}."
             )
         SAMPLERS.check(self.sampler)
         if self.sampler in EVOLUTION_SAMPLERS and isinstance(self.sampler_options, dict):
@@ -284,6 +293,7 @@ class SearchConfig:
             lambda_high=self.lambda_max,
             base=scaling,
             base_length=length,
+            shape=self.space,
         )
 
     def first_difference(self, other: SearchConfig) -> tuple[str, Any, Any] | None:
