@@ -1,22 +1,24 @@
-"""Does the cheap ``"skip"`` objective rank RoPE rescalings like the real one? (issue 5)
+"""Which cheap objective ranks near-optimal RoPE rescalings like the number users check? (issue 15)
 
-The comparison of search strategies (`longrope-opt compare`) needs thousands of evaluations, which
-16k-token perplexity (≈ 45 s each here) cannot afford. Its objective is the ``"skip"`` mode: a
-few short samples whose second half sits at the far end of the target window. This script
-evaluates the same candidates both ways in one process and prints Spearman's ρ between them and
-the cost of one evaluation of each.
+A search spends nearly all its evaluations among candidates within a few percent of each other,
+so a proxy is only useful if it orders *those* right. This script evaluates ≥ 24 near-optimal
+candidates (YaRN, NTK, their critical-dimension corrections, a searched winner, and mutants of
+them) with every objective variant, in one process, and prints each variant's cost per evaluation
+and Spearman ρ against the reference: full-length perplexity on documents the search does not use
+(and, for the needle variants, against the full-length needle loss too).
 
-    python bench/proxy.py                                   # 16k, ≈ 15 min here
-    python bench/proxy.py --configs 8x1024x2,8x1024x4       # K samples x TOKENS x CHUNKS
+    python bench/proxy.py                       # 16k, 24 candidates (≈ 70 min on 2 cores)
+    python bench/proxy.py --length 32768        # 4x: the reference alone is ≈ 2 min a candidate
 
-The truncate perplexities are cached in bench/results/proxy-truncate-<length>.json (delete it to
-re-measure), so trying other skip configurations costs only their own evaluations.
+Results go to bench/results/proxy-<length>.jsonl, one line per (candidate, variant); a rerun
+skips what is there (resumable), so an interrupted run continues where it stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -26,93 +28,136 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+
+
+def candidates(spec, length: int, n: int, seed: int) -> list:
+    """YaRN, NTK, their critical-dimension corrections, the stored 16k winner (at 2x), and
+    mutants of them (λ × exp(N(0, 0.03)) per dimension, sorted; n̂ in {0, 4, 12})."""
+    from longrope_opt import RopeScaling
+    from longrope_opt.rope import METHODS
+    from longrope_opt.space import SearchSpace
+
+    t = SearchSpace(spec, length).fixed_attention_scale
+    base = [METHODS[m](spec, length) for m in ("yarn", "ntk")]
+    base = [RopeScaling(b.factors, 0, t, method=b.method) for b in base]
+    critical = SearchSpace(spec, length, shape="critical")
+    for name, params in critical.seed_params()[:2]:
+        sc = critical.to_scaling(params)
+        base.append(RopeScaling(sc.factors, 0, t, method=name))
+    winner = ROOT / "bench" / "results" / "searched-smollm2-16k.json"
+    if winner.exists() and length == 2 * spec.original_length:
+        w = json.loads(winner.read_text())
+        base.append(RopeScaling(np.array(w["factors"]), w["n_hat"], t, method="searched"))
+    rng = np.random.default_rng(seed)
+    out = list(base)
+    while len(out) < n:
+        parent = base[len(out) % len(base)]
+        f = np.sort(np.maximum(parent.factors * np.exp(rng.normal(0, 0.03, parent.factors.shape)), 1.0))
+        out.append(RopeScaling(f, int(rng.choice([0, 4, 12])), t, method=f"{parent.method}~{len(out)}"))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--length", type=int, default=16384)
-    parser.add_argument(
-        "--configs", default="8x1024x2,8x1024x4,8x1024x8", help="KxTOKENSxCHUNKS,... (skip mode)"
-    )
-    parser.add_argument(
-        "--extra", type=int, default=6, help="mutants of YaRN/NTK near the optimum"
-    )
+    parser.add_argument("--candidates", type=int, default=24)
+    parser.add_argument("--held-out", type=int, default=2, help="reference documents")
+    parser.add_argument("--skip-tokens", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     import torch
-    from objective import candidates
-    from scipy.stats import spearmanr
 
-    from longrope_opt import RopeScaling
     from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
     from longrope_opt.objectives import evaluate_perplexity
+    from longrope_opt.objectives import needle_nll
+    from longrope_opt.objectives import needle_prompts
+    from longrope_opt.patching import apply_rope_scaling
 
     torch.set_num_threads(2)
     model, tokenizer = load_model("smollm2-135m", fuse=True)
     spec = RopeSpec.from_config(model.config)
-    cands = candidates(spec, args.length)
-    rng = np.random.default_rng(1)
-    near = [c for c in cands if c.method in ("ntk", "yarn")]
-    for i in range(args.extra):  # the region a search spends its time in
-        base = near[i % len(near)].factors
-        f = np.sort(np.clip(base * rng.uniform(0.85, 1.15, base.shape), 1.0, None))
-        cands.append(RopeScaling(f, int(rng.choice([0, 4, 16])), 1.0, method=f"mut{i}"))
-    long_samples = load_samples("builtin", tokenizer, args.length, 1, seed=0)
-    configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
-    evaluate_perplexity(model, long_samples[:1], cands[0], window=2048)  # compile
+    L, K = args.length, args.skip_tokens
+    search = load_samples("builtin", tokenizer, L, 1, seed=args.seed)  # what a search sees
+    held = load_samples(
+        "builtin", tokenizer, L, args.held_out, seed=args.seed + 1, exclude=search.doc_ids
+    )
+    short = load_samples("builtin", tokenizer, K, 4, seed=args.seed)
+    needle_full = needle_prompts(tokenizer, search, L, seed=args.seed)
+    needle_skip = needle_prompts(tokenizer, short[:2], L, skip_tokens=K, seed=args.seed)
 
-    cache = ROOT / "bench" / "results" / f"proxy-truncate-{args.length}.json"
-    cached = json.loads(cache.read_text()) if cache.exists() else {}
-    if cached.get("n") != len(cands):
-        cached = {}
-    rows = {"truncate": [], **{c: [] for c in configs}}
-    secs = {k: 0.0 for k in rows}
-    for i, scaling in enumerate(cands):
-        t0 = time.perf_counter()
-        if cached:
-            rows["truncate"].append(cached["ppl"][i])
-        else:
-            rows["truncate"].append(evaluate_perplexity(model, long_samples, scaling).ppl)
-        secs["truncate"] += cached["seconds"] / len(cands) if cached else time.perf_counter() - t0
-        for k, tokens, chunks in configs:
-            samples = load_samples("builtin", tokenizer, tokens, k, seed=0)
+    def needle(prompts) -> float:
+        nll = sum(needle_nll(model, p)[0] for p in prompts)
+        tokens = sum(p.answer_span[1] - p.answer_span[0] for p in prompts)
+        return math.exp(nll / tokens)
+
+    variants = {
+        "reference": lambda: evaluate_perplexity(model, held, None).ppl,
+        f"ppl truncate 1x{L}": lambda: evaluate_perplexity(model, search, None).ppl,
+        f"ppl skip 4x{K}x2": lambda: evaluate_perplexity(
+            model, short, None, mode="skip", window=L, skip_tokens=K, skip_chunks=2
+        ).ppl,
+        f"ppl skip 4x{K}x4": lambda: evaluate_perplexity(
+            model, short, None, mode="skip", window=L, skip_tokens=K, skip_chunks=4
+        ).ppl,
+        f"needle full 1x4x{L}": lambda: needle(needle_full),
+        f"needle skip 2x4x{K}": lambda: needle(needle_skip),
+    }
+    out = ROOT / "bench" / "results" / f"proxy-{L}.jsonl"
+    done = {}
+    if out.exists():
+        for line in out.read_text().splitlines():
+            r = json.loads(line)
+            done[(r["candidate"], r["variant"])] = r
+    cands = candidates(spec, L, args.candidates, args.seed)
+    evaluate_perplexity(model, short[:1], None, mode="skip", window=L, skip_tokens=K)  # compile
+    for i, sc in enumerate(cands):
+        for name, run in variants.items():
+            if (i, name) in done:
+                continue
             t0 = time.perf_counter()
-            r = evaluate_perplexity(
-                model,
-                samples,
-                scaling,
-                mode="skip",
-                window=args.length,
-                skip_tokens=tokens,
-                skip_chunks=chunks,
-            )
-            secs[(k, tokens, chunks)] += time.perf_counter() - t0
-            rows[(k, tokens, chunks)].append(r.ppl)
-        line = "  ".join(f"{rows[k][-1]:8.3f}" for k in rows)
-        print(f"  {scaling.method:<7} n̂={scaling.n_hat:<3} {line}", file=sys.stderr, flush=True)
+            with apply_rope_scaling(model, sc), torch.inference_mode():
+                value = float(run())
+            row = {"candidate": i, "method": sc.method, "variant": name, "value": value,
+                   "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
+            done[(i, name)] = row
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{i:>3} {sc.method:<14} {name:<24} {value:10.4f} {row['seconds']:7.1f}s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    table(done, len(cands), list(variants), L)
 
-    n = len(cands)
-    if not cached:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(
-            json.dumps({"n": n, "ppl": rows["truncate"], "seconds": secs["truncate"]})
-        )
-    print(f"\n{n} candidates, target length {args.length}; ρ = Spearman vs truncate")
-    print(f"{'objective':<22} {'s/eval':>7} {'speed×':>7} {'rho(all)':>9} {'rho(near)':>10}")
-    base = secs["truncate"] / n
-    near_idx = [i for i, c in enumerate(cands) if c.method not in ("none", "pi")]
-    for key, vals in rows.items():
-        name = f"truncate 1x{args.length}" if key == "truncate" else "skip {}x{}x{}".format(*key)
-        rho = spearmanr(rows["truncate"], vals).statistic
-        rho_near = spearmanr(
-            [rows["truncate"][i] for i in near_idx], [vals[i] for i in near_idx]
-        ).statistic
-        print(
-            f"{name:<22} {secs[key] / n:7.2f} {base / (secs[key] / n):7.1f} {rho:9.3f} {rho_near:10.3f}"
-        )
+
+def table(done: dict, n: int, variants: list, length: int) -> None:
+    """Print cost and Spearman ρ (with a bootstrap 95 % interval over candidates)."""
+    from scipy.stats import spearmanr
+
+    ids = [i for i in range(n) if all((i, v) in done for v in variants)]
+    ref = np.array([done[(i, "reference")]["value"] for i in ids])
+    best = ref.min()
+    near = [k for k, v in enumerate(ref) if v <= 1.03 * best]
+    needle_ref = next(v for v in variants if v.startswith("needle full"))
+    rng = np.random.default_rng(0)
+    print(f"\n{len(ids)} candidates at {length} ({len(near)} within 3 % of the best reference "
+          f"perplexity {best:.3f}); ρ = Spearman, [bootstrap 95 % over candidates]")  # fmt: skip
+    print(f"{'objective':<26}{'s/eval':>8}{'ρ vs ref':>10}{'95 % CI':>16}{'ρ near':>8}"
+          f"{'ρ vs needle-full':>18}")  # fmt: skip
+    for v in variants:
+        vals = np.array([done[(i, v)]["value"] for i in ids])
+        secs = np.mean([done[(i, v)]["seconds"] for i in ids])
+        rho = spearmanr(ref, vals).statistic
+        boots = []
+        for _ in range(2000):
+            k = rng.integers(0, len(ids), len(ids))
+            if len(set(k)) > 2:
+                boots.append(spearmanr(ref[k], vals[k]).statistic)
+        lo, hi = np.nanpercentile(boots, [2.5, 97.5])
+        rho_near = spearmanr(ref[near], vals[near]).statistic if len(near) > 2 else math.nan
+        nref = np.array([done[(i, needle_ref)]["value"] for i in ids])
+        rho_n = spearmanr(nref, vals).statistic if v.startswith("needle") else math.nan
+        print(f"{v:<26}{secs:8.1f}{rho:10.3f}   [{lo:5.2f}, {hi:5.2f}]{rho_near:8.3f}{rho_n:18.3f}")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,13 @@ def add_evolution_flags(group: Any, *, p: int, n1: int, n2: int, k: int) -> None
     group.add_argument("--num-crossovers", type=int, default=n2, help=f"N2 per generation ({n2})")
     group.add_argument("--num-parents", type=int, default=k, help=f"top-k kept ({k})")
     group.add_argument("--mutation-prob", type=float, default=0.3, help="p (0.3)")
+    group.add_argument(
+        "--operators",
+        choices=("paper", "adaptive"),
+        default="paper",
+        help="paper: Algorithm 1 (each λ re-drawn between its neighbours; default); adaptive: "
+        "log-normal steps sized by the parents' spread, sorted, plus a blend crossover",
+    )
 
 
 def text_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -109,13 +116,16 @@ def text_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def evolution_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The `LongRoPESampler` keyword arguments those flags hold."""
-    return {
+    kwargs: dict[str, Any] = {
         "population_size": args.population_size,
         "num_mutations": args.num_mutations,
         "num_crossovers": args.num_crossovers,
         "num_parents": args.num_parents,
         "mutation_prob": args.mutation_prob,
     }
+    if args.operators != "paper":  # absent = the paper's: studies made before stay comparable
+        kwargs["operators"] = args.operators
+    return kwargs
 
 
 def add_heartbeat_flag(parser: Any) -> None:

@@ -22,6 +22,8 @@ EXAMPLES = """examples:
   longrope-opt compare --budget 64 --seeds 3 --storage sqlite:///bench/results/compare.db
   # a few samplers, quick
   longrope-opt compare --budget 16 --seeds 2 --samplers longrope,evolution,tpe,random
+  # fair baselines: the same seeds for every sampler, in LongRoPE2's critical space
+  longrope-opt compare --seed-all --space critical --attention search --samplers longrope,tpe,cmaes,ngopt
   # only read finished studies (nothing runs when every study has its budget)
   longrope-opt compare --budget 64 --seeds 3 --storage sqlite:///bench/results/compare.db --html cmp.html
 """
@@ -58,9 +60,36 @@ def add_parser(sub: Any) -> None:
         help="skip: SAMPLES x SKIP_TOKENS real tokens at positions spread to L' (cheap proxy, "
         "default); truncate: the search's own objective at L' (expensive)",
     )
+    cmp.add_argument(
+        "--objective",
+        default="perplexity",
+        choices=["perplexity", "needle-ppl"],
+        help="perplexity (default) or needle-driven perplexity (answer tokens of needle prompts)",
+    )
     cmp.add_argument("--skip-tokens", type=int, default=512, help="tokens per sample (512)")
     cmp.add_argument("--skip-chunks", type=int, default=2, help="pieces per sample (2)")
-    cmp.add_argument("--study-prefix", default=None, help="default: compare-<model>-<L'>-<mode>")
+    cmp.add_argument(
+        "--seed-all",
+        action="store_true",
+        help="enqueue the same PI/NTK/YaRN seeds (or the critical space's) for every sampler, "
+        "so seeded evolution is compared with seeded TPE/CMA-ES/NGOpt",
+    )
+    cmp.add_argument(
+        "--space",
+        choices=("full", "critical"),
+        default="full",
+        help="the search space of every study (see `search --help`)",
+    )
+    cmp.add_argument(
+        "--attention",
+        default="longrope",
+        help="attention scale: a rule (none, yarn, longrope), search, or a number",
+    )
+    cmp.add_argument(
+        "--study-prefix",
+        default=None,
+        help="default: compare-<model>-<L'>-<mode>[-<space>][-seeded]",
+    )
     cmp.add_argument("--html", default="compare.html", help="plot file (default compare.html)")
     add_storage_flag(cmp)
     evo = parser.add_argument_group("both evolutions (sized for the budget)")
@@ -69,6 +98,13 @@ def add_parser(sub: Any) -> None:
 
 
 def _objective_label(args: argparse.Namespace) -> str:
+    if args.objective == "needle-ppl":
+        where = (
+            f"{args.skip_tokens} real tokens spread over positions 0..{args.target_length}"
+            if args.mode == "skip"
+            else f"{args.target_length} tokens"
+        )
+        return f"needle-driven perplexity: {args.samples} document(s) x 4 depths, {where}"
     if args.mode == "skip":
         return (
             f"skip perplexity (proxy): {args.samples} x {args.skip_tokens} real tokens, each in "
@@ -79,14 +115,24 @@ def _objective_label(args: argparse.Namespace) -> str:
 
 def config_from_args(args: argparse.Namespace) -> SearchConfig:
     """The search every study of the comparison shares (sampler and seed are set per study)."""
-    options: dict[str, Any] = {"report": "sample"}
-    if args.mode == "skip":
-        options.update(mode="skip", skip_tokens=args.skip_tokens, skip_chunks=args.skip_chunks)
+    options: dict[str, Any]
+    if args.objective == "needle-ppl":  # one report per prompt already
+        options = {"mode": "full"}
+        if args.mode == "skip":
+            options.update(mode="skip", skip_tokens=args.skip_tokens)
+    else:
+        options = {"report": "sample"}
+        if args.mode == "skip":
+            options.update(mode="skip", skip_tokens=args.skip_tokens, skip_chunks=args.skip_chunks)
     return SearchConfig(
+        objective=args.objective,
         **text_kwargs(args),
         sampler_options=evolution_kwargs(args),
         objective_options=options,
         pruner=args.pruner,
+        space=args.space,
+        attention=args.attention,
+        seed_all=args.seed_all,
     )
 
 
@@ -116,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     seeds = list(range(args.seeds))
     prefix = args.study_prefix or (
         f"compare-{args.model.replace('/', '_')}-{args.target_length}-{args.mode}"
+        + ("" if args.space == "full" else f"-{args.space}")
+        + ("-seeded" if args.seed_all else "")
     )
     url = resolve_storage_url(args.storage)
     storage = make_storage(url)

@@ -66,6 +66,11 @@ def add_parser(sub: Any) -> None:
     study.add_argument(
         "--sampler", default="longrope", help=f"sampler name: {SAMPLERS.help_text()}"
     )
+    study.add_argument(
+        "--seed-all",
+        action="store_true",
+        help="enqueue the PI/NTK/YaRN seeds whatever --sampler is (the evolution always has them)",
+    )
     add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
     add_evolution_flags(evo, p=64, n1=16, n2=16, k=32)
@@ -123,6 +128,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         sampler=args.sampler,
         sampler_options=evolution_kwargs(args) if args.sampler in EVOLUTION_SAMPLERS else {},
         objective=args.objective,
+        seed_all=args.seed_all,
     )
 
 

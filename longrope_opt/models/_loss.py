@@ -54,12 +54,17 @@ def decoder_hidden(
     return model.get_decoder()(input_ids=ids, use_cache=False, **extra).last_hidden_state[0]
 
 
-def _chunk(model: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _chunk(
+    model: Any, hidden: torch.Tensor, targets: torch.Tensor, count: bool = True
+) -> tuple[torch.Tensor, ...]:
+    import torch
     import torch.nn.functional as F
 
     logits = final_logits(model, model.get_output_embeddings()(hidden).float())  # (C, V) fp32
     nll = F.cross_entropy(logits, targets, reduction="sum")
-    return nll, (logits.argmax(-1) == targets).sum()
+    # The argmax is a full pass over (C, V): ≈ 5 % of a 16k evaluation, so only when asked.
+    hits = (logits.argmax(-1) == targets).sum() if count else nll.new_zeros((), dtype=torch.long)
+    return nll, hits
 
 
 def chunked_nll(
@@ -69,6 +74,7 @@ def chunked_nll(
     *,
     chunk_size: int = 2048,
     recompute: bool = False,
+    count_correct: bool = True,
 ) -> tuple[torch.Tensor, int]:
     """Σ NLL of `targets` given `hidden` (``(S, H)`` → ``(S,)``), one LM-head chunk at a time.
 
@@ -79,6 +85,7 @@ def chunked_nll(
         chunk_size: Positions per chunk (peak memory ≈ chunk_size × vocab × 4 bytes).
         recompute: Checkpoint each chunk (training: backward recomputes its logits instead of
             keeping them). The sum is then a differentiable fp32 tensor; otherwise fp64.
+        count_correct: Count the targets that are the argmax (0 is returned without it).
 
     Returns:
         ``(nll_sum, n_correct)``: a 0-d tensor, and how many targets are the argmax.
@@ -92,9 +99,9 @@ def chunked_nll(
     for start in range(0, targets.numel(), chunk_size):
         h, t = hidden[start : start + chunk_size], targets[start : start + chunk_size]
         if recompute:
-            nll, hits = checkpoint(_chunk, model, h, t, use_reentrant=False)
+            nll, hits = checkpoint(_chunk, model, h, t, count_correct, use_reentrant=False)
         else:
-            nll, hits = _chunk(model, h, t)
+            nll, hits = _chunk(model, h, t, count_correct)
         total = total + (nll if recompute else nll.double())
         correct += int(hits)
     return total, correct

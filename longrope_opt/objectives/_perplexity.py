@@ -87,7 +87,9 @@ def window_nll(
     # Position p predicts token p+1: score tokens [score_from, end) from hidden [score_from-1, end-1).
     first = window.score_from - window.begin
     targets = inputs[first:]  # (S,)
-    nll, _ = chunked_nll(model, hidden[first - 1 : -1], targets, chunk_size=chunk_size)
+    nll, _ = chunked_nll(
+        model, hidden[first - 1 : -1], targets, chunk_size=chunk_size, count_correct=False
+    )
     return float(nll), int(targets.numel())
 
 

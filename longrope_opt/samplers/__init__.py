@@ -6,6 +6,7 @@ from __future__ import annotations
 from longrope_opt.samplers._longrope import SEED_METHODS
 from longrope_opt.samplers._longrope import LongRoPESampler
 from longrope_opt.samplers._longrope import enqueue_seeds
+from longrope_opt.samplers._longrope import enqueue_space_seeds
 from longrope_opt.samplers._nevergrad import NevergradSampler
 from longrope_opt.samplers._registry import DEFAULT_SAMPLERS
 from longrope_opt.samplers._registry import EVOLUTION_SAMPLERS
@@ -28,6 +29,7 @@ __all__ = [
     "NevergradSampler",
     "check_sampler_names",
     "enqueue_seeds",
+    "enqueue_space_seeds",
     "make_sampler",
     "trial_generation",
 ]

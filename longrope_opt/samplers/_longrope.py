@@ -15,14 +15,23 @@ from optuna.trial import TrialState
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers import _state
 from longrope_opt.samplers._base import SpaceSampler
+from longrope_opt.samplers._index import TrialIndex
 from longrope_opt.samplers._operators import Genome
+from longrope_opt.samplers._operators import blend
 from longrope_opt.samplers._operators import crossover
 from longrope_opt.samplers._operators import mutate
+from longrope_opt.samplers._operators import mutate_adaptive
+from longrope_opt.samplers._operators import parent_spread
 from longrope_opt.samplers._operators import random_monotone
+from longrope_opt.samplers._operators import sample_around
 from longrope_opt.space import SearchSpace
 
 
 SEED_METHODS = ("pi", "ntk", "yarn")
+#: ``"paper"``: Algorithm 1's operators (each λ re-drawn between its neighbours, uniform
+#: crossover). ``"adaptive"``: log-normal steps sized by the parents' spread, then sorted, and
+#: a blend crossover (see `longrope_opt.samplers._operators`).
+OPERATORS = ("paper", "adaptive")
 
 
 def _fresh_seed() -> int:
@@ -67,6 +76,8 @@ class LongRoPESampler(SpaceSampler):
         dedup: Never propose a candidate the study already holds. False re-evaluates duplicates,
             as a plain GA would.
         seed: Base seed; None draws one.
+        operators: ``"paper"`` (Algorithm 1, the reproducible reference) or ``"adaptive"``
+            (steps sized by the parents' spread, plateaus can move, blend crossover).
     """
 
     def __init__(
@@ -82,8 +93,10 @@ class LongRoPESampler(SpaceSampler):
         seeded: bool = True,
         dedup: bool = True,
         seed: int | None = None,
+        operators: str = "paper",
     ) -> None:
         self.check_options(
+            operators=operators,
             population_size=population_size,
             num_mutations=num_mutations,
             num_crossovers=num_crossovers,
@@ -97,6 +110,8 @@ class LongRoPESampler(SpaceSampler):
         self._num_parents = num_parents
         self._mutation_prob = mutation_prob
         self._max_tries = max_tries
+        self._operators = operators
+        self._index = TrialIndex(self._key_of_finished)
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
         self._seed = _fresh_seed() if seed is None else int(seed)
@@ -118,6 +133,7 @@ class LongRoPESampler(SpaceSampler):
         num_parents: int = 32,
         mutation_prob: float = 0.3,
         max_tries: int = 50,
+        operators: str = "paper",
         **unknown: Any,
     ) -> None:
         """Validate the evolution's settings without a space (a search checks them before any
@@ -129,7 +145,11 @@ class LongRoPESampler(SpaceSampler):
         if unknown:
             raise InvalidArgumentError(
                 f"unknown LongRoPESampler setting(s) {sorted(unknown)}; known: population_size, "
-                "num_mutations, num_crossovers, num_parents, mutation_prob, max_tries."
+                "num_mutations, num_crossovers, num_parents, mutation_prob, max_tries, operators."
+            )
+        if operators not in OPERATORS:
+            raise InvalidArgumentError(
+                f"`operators` must be one of {list(OPERATORS)}, got {operators!r}."
             )
         _check_int("population_size", population_size, len(SEED_METHODS))
         _check_int("num_mutations", num_mutations, 0)
@@ -167,10 +187,14 @@ class LongRoPESampler(SpaceSampler):
         """The parents of `generation` (cached in storage by whichever worker asks first)."""
         if generation == 0:
             return []
-        by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+        finished, _ = self._index.refresh(study)
         numbers = _state.cached_parents(study, generation)
         if numbers is None:
-            pool = {t.number: t for t in _state.completed_in(study, generation - 1)}
+            pool = {
+                t.number: t
+                for t in finished
+                if t.state == TrialState.COMPLETE and _state.trial_generation(t) == generation - 1
+            }
             for parent in self.get_parents(study, generation - 1):
                 pool.setdefault(parent.number, parent)
             sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
@@ -178,7 +202,8 @@ class LongRoPESampler(SpaceSampler):
             ranked = sorted(pool.values(), key=lambda t: (sign * float(t.values[0]), t.number))
             numbers = [t.number for t in ranked[: self._num_parents]]
             _state.store_parents(study, generation, numbers)
-        return [by_number[n] for n in numbers if n in by_number]
+        parents = [self._index.trial(n) for n in numbers]
+        return [t for t in parents if t is not None]
 
     # ----- optuna.samplers.BaseSampler --------------------------------------------------------
 
@@ -215,7 +240,8 @@ class LongRoPESampler(SpaceSampler):
         self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
     ) -> Genome:
         p = self._mutation_prob
-        if gen == 0 and not self.seeded:
+        if gen == 0 and (not self.seeded or (self._operators == "adaptive" and slot % 2)):
+            # adaptive: half of generation 0 explores the whole space, half the seeds' region
             return random_monotone(self._space, rng, self._space.spec.n_factors)
         if gen == 0:
             parents = self._seed_genomes
@@ -226,8 +252,19 @@ class LongRoPESampler(SpaceSampler):
             if not parents:  # an unseeded search whose previous generation all failed
                 return random_monotone(self._space, rng, self._space.spec.n_factors)
         use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
+        sigma = parent_spread(parents) if self._operators == "adaptive" else None
         for _ in range(self._max_tries):
-            if use_crossover:
+            child: Genome | None
+            if sigma is not None:
+                if use_crossover:
+                    i, j = rng.choice(len(parents), size=2, replace=False)
+                    child = blend(parents[int(i)], parents[int(j)], self._space, rng)
+                elif slot % 2:
+                    a = parents[int(rng.integers(len(parents)))]
+                    child = mutate_adaptive(a, self._space, rng, p, sigma)
+                else:
+                    child = sample_around(parents, self._space, rng, p)
+            elif use_crossover:
                 i, j = rng.choice(len(parents), size=2, replace=False)
                 child = crossover(parents[int(i)], parents[int(j)], rng, space=self._space)
                 if (
@@ -236,6 +273,7 @@ class LongRoPESampler(SpaceSampler):
                     child = mutate(parents[int(i)], self._space, rng, p)
             else:
                 child = mutate(parents[int(rng.integers(len(parents)))], self._space, rng, p)
+            assert child is not None  # every branch above ends with a child
             child = self._on_grid(child)
             if child.key() not in seen:
                 return child
@@ -275,8 +313,10 @@ class LongRoPESampler(SpaceSampler):
         return genome  # max_tries collisions in a row: give up avoiding it (never seen in tests)
 
     def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
-        keys = set()
-        for t in study.get_trials(deepcopy=False):
+        # Finished trials' keys were computed once (`TrialIndex`); only live ones are read again.
+        finished, live = self._index.refresh(study)
+        keys = {self._index.derived(t.number) for t in finished} - {None}
+        for t in live:
             if t.number == trial.number:
                 continue
             claim = t.system_attrs.get(_state.CLAIM_KEY)
@@ -291,6 +331,10 @@ class LongRoPESampler(SpaceSampler):
             if genome is not None:
                 keys.add(genome.key())
         return keys
+
+    def _key_of_finished(self, trial: FrozenTrial) -> tuple | None:
+        genome = self._genome_of_params(trial.params)
+        return None if genome is None else genome.key()
 
     def _genome_of_params(self, params: dict[str, Any]) -> Genome | None:
         decoded = self._space.decode(params)
@@ -315,9 +359,28 @@ def enqueue_seeds(
     """
     if not sampler.seeded:
         return 0
+    return _enqueue(study, sampler.seed_params(), methods)
+
+
+def enqueue_space_seeds(
+    study: Study, space: SearchSpace, methods: Sequence[str] | None = None
+) -> int:
+    """Enqueue the space's seeds (`SearchSpace.seed_params`) once, whatever the sampler: the
+    same PI/NTK/YaRN (or critical-dimension) starting points for TPE, CMA-ES, nevergrad or the
+    plain evolution, so a comparison measures the search and not the seeding.
+
+    Returns:
+        How many seeds were enqueued now.
+    """
+    return _enqueue(study, space.seed_params(), methods)
+
+
+def _enqueue(
+    study: Study, seeds: list[tuple[str, dict[str, Any]]], methods: Sequence[str] | None
+) -> int:
     done = {t.user_attrs.get("seed") for t in study.get_trials(deepcopy=False)}
     added = 0
-    for method, params in sampler.seed_params():
+    for method, params in seeds:
         if (methods is None or method in methods) and method not in done:
             study.enqueue_trial(params, user_attrs={"seed": method})
             added += 1

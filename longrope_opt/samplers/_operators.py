@@ -191,3 +191,98 @@ def random_monotone(space: SearchSpace, rng: np.random.Generator, n: int) -> Gen
         else None
     )
     return Genome(f, n_hat, t)
+
+
+def parent_spread(parents: list[Genome], *, floor: float = 0.01, cap: float = 0.3) -> np.ndarray:
+    """Per-dimension step size of `mutate_adaptive`: the spread (std) of log λ over the parents,
+    clipped to [floor, cap]. Wide while the parents disagree, fine once they agree — the step
+    sizes adapt the way a diagonal evolution strategy's do, without state outside the study."""
+    logs = np.log(np.stack([p.factors for p in parents]))  # (k, n)
+    return np.clip(logs.std(axis=0), floor, cap)
+
+
+def mutate_adaptive(
+    parent: Genome,
+    space: SearchSpace,
+    rng: np.random.Generator,
+    prob: float,
+    sigma: np.ndarray,
+) -> Genome:
+    """Multiply each picked λ_i by exp(σ_i·N(0, 1)), then sort (at least one gene moves).
+
+    Unlike `mutate`, a gene is not confined between its neighbours, so a run of equal λ (a
+    plateau, e.g. YaRN's λ = 1 block) can move as a whole; sorting keeps the child monotone.
+    In the critical shape only λ from c on move, and c shifts by ±1 or ±2 with probability p.
+    """
+    c = parent.critical
+    if c is not None and rng.random() < prob:
+        c = _shift_critical(c, space, rng)
+    start = 0 if c is None else c
+    f = np.array(parent.factors, dtype=np.float64)
+    genes = np.clip(f[start:], space.low, space.high)
+    picked = rng.random(genes.size) < prob
+    if not picked.any():
+        picked[rng.integers(genes.size)] = True
+    steps = np.exp(sigma[start:] * rng.standard_normal(genes.size))
+    genes = np.sort(np.clip(np.where(picked, genes * steps, genes), space.low, space.high))
+    f[start:] = genes
+    f = space.complete(f, c)
+    n_hat = parent.n_hat
+    if len(space.n_hat) > 1 and rng.random() < prob:
+        n_hat = int(rng.choice(space.n_hat))
+    t = parent.attention_scale
+    if space.attention == "search" and t is not None and rng.random() < prob:
+        lo, hi = space.attention_bounds
+        t = round(float(np.clip(t * np.exp(0.03 * rng.standard_normal()), lo, hi)), 4)
+    return Genome(f, n_hat, t, c)
+
+
+def blend(a: Genome, b: Genome, space: SearchSpace, rng: np.random.Generator) -> Genome:
+    """λ = a + u·(b − a) with one u ~ U(−0.25, 1.25) for every gene (BLX-α), sorted: for u in
+    [0, 1] a mix of two monotone vectors is already monotone; outside it the child extrapolates
+    along the line joining two good parents. n̂, t and c come from either parent."""
+    c = a.critical if rng.random() < 0.5 else b.critical
+    u = float(rng.uniform(-0.25, 1.25))
+    start = 0 if c is None else c
+    f = np.array(a.factors, dtype=np.float64)
+    mix = a.factors[start:] + u * (b.factors[start:] - a.factors[start:])
+    f[start:] = np.sort(np.clip(mix, space.low, space.high))
+    f = space.complete(f, c)
+    n_hat = a.n_hat if rng.random() < 0.5 else b.n_hat
+    t = a.attention_scale if rng.random() < 0.5 else b.attention_scale
+    return Genome(f, n_hat, t, c)
+
+
+def sample_around(
+    parents: list[Genome],
+    space: SearchSpace,
+    rng: np.random.Generator,
+    prob: float,
+    *,
+    floor: float = 0.005,
+    cap: float = 0.5,
+) -> Genome:
+    """A child drawn from the parents' distribution: log λ ~ N(mean, std²) per dimension over
+    the parents (std clipped to [floor, cap]), sorted — the estimation-of-distribution step of a
+    cross-entropy method. Wide while the parents disagree, it narrows as they converge, so the
+    search refines instead of stalling once the seeds are left behind. n̂, t and c come from a
+    random parent (c shifted by ±1 or ±2 with probability `prob`)."""
+    logs = np.log(np.stack([p.factors for p in parents]))  # (k, n)
+    mean, std = logs.mean(axis=0), np.clip(logs.std(axis=0), floor, cap)
+    donor = parents[int(rng.integers(len(parents)))]
+    c = donor.critical
+    if c is not None and rng.random() < prob:
+        c = _shift_critical(c, space, rng)
+    start = 0 if c is None else c
+    f = np.array(donor.factors, dtype=np.float64)
+    draw = np.exp(mean[start:] + std[start:] * rng.standard_normal(f.size - start))
+    f[start:] = np.sort(np.clip(draw, space.low, space.high))
+    f = space.complete(f, c)
+    t = donor.attention_scale
+    if space.attention == "search" and t is not None and rng.random() < prob:
+        lo, hi = space.attention_bounds
+        t = round(float(np.clip(t * np.exp(0.03 * rng.standard_normal()), lo, hi)), 4)
+    n_hat = donor.n_hat
+    if len(space.n_hat) > 1 and rng.random() < prob:
+        n_hat = int(rng.choice(space.n_hat))
+    return Genome(f, n_hat, t, c)

@@ -45,7 +45,16 @@ def _longrope(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any
 def _evolution(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
     from longrope_opt.samplers._longrope import LongRoPESampler
 
+    # The paper's plain GA is the reference point: always Algorithm 1's operators.
+    options = {**options, "operators": "paper"}
     return LongRoPESampler(space=space, seed=seed, seeded=False, dedup=False, **options)
+
+
+def _adaptive(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+    from longrope_opt.samplers._longrope import LongRoPESampler
+
+    options = {**options, "operators": "adaptive"}
+    return LongRoPESampler(space=space, seed=seed, **options)
 
 
 def _nevergrad(optimizer: str) -> SamplerFactory:
@@ -74,16 +83,20 @@ def _random(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
 
 SAMPLERS.add("longrope", _longrope, "the LongRoPE evolution: seeded, dedup; the default")
 SAMPLERS.add(PLAIN_EVOLUTION, _evolution, "the paper's plain GA: random start, no dedup")
+SAMPLERS.add(
+    "longrope-adaptive", _adaptive, "the LongRoPE evolution with adaptive steps (--operators)"
+)
 for _name, _optimizer in NEVERGRAD_OPTIMIZERS.items():
     SAMPLERS.add(_name, _nevergrad(_optimizer), f"nevergrad {_optimizer}")
 SAMPLERS.add("tpe", _tpe, "Optuna TPE, multivariate")
 SAMPLERS.add("cmaes", _cmaes, "Optuna CMA-ES")
 SAMPLERS.add("random", _random, "Optuna random")
 
-#: What `compare` runs unless told otherwise (all but oneplusone).
-DEFAULT_SAMPLERS = tuple(name for name in SAMPLERS if name != "oneplusone")
+#: What `compare` runs unless told otherwise (all but oneplusone and the newer operators, so
+#: the stored comparisons stay complete).
+DEFAULT_SAMPLERS = tuple(n for n in SAMPLERS if n not in ("oneplusone", "longrope-adaptive"))
 #: The samplers that take the evolution's options (population size, ...).
-EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION)
+EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION, "longrope-adaptive")
 
 
 def check_sampler_names(names: Sequence[str]) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
-from optuna.trial import TrialState
 
 
 GENERATION_KEY = "LongRoPESampler:generation"
@@ -71,12 +70,6 @@ def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int,
     trial.system_attrs[GENERATION_KEY] = gen
     trial.system_attrs[SLOT_KEY] = slot
     return gen, slot
-
-
-def completed_in(study: optuna.Study, generation: int) -> list[FrozenTrial]:
-    """COMPLETE trials of `generation` (pruned and failed trials never become parents)."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    return [t for t in trials if trial_generation(t) == generation]
 
 
 def cached_parents(study: optuna.Study, generation: int) -> list[int] | None:

@@ -43,7 +43,7 @@ FLAGS = {
     "sampler": "--sampler", "sampler_seed": "--sampler-seed",
     "sampler_options": "the evolution flags", "objective": "--objective",
     "objective_options": "the objective's options", "pruner": "--pruner",
-    "sample_length": "sample_length", "exclude_docs": "exclude_docs",
+    "sample_length": "sample_length", "exclude_docs": "exclude_docs", "seed_all": "--seed-all",
 }  # fmt: skip
 
 
@@ -82,6 +82,8 @@ class SearchConfig:
         sample_length: Tokens each document must have (default: what the objective needs,
             e.g. the target length).
         exclude_docs: Document ids the search never uses (held out for evaluation).
+        seed_all: Enqueue the space's seeds (PI/NTK/YaRN, or the critical space's) whatever
+            the sampler, so seeded TPE, CMA-ES or NGOpt start where the evolution does.
         version: Version of this form.
     """
 
@@ -104,6 +106,7 @@ class SearchConfig:
     pruner: str = "none"
     sample_length: int | None = None
     exclude_docs: list[str] = field(default_factory=list)
+    seed_all: bool = False
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.samplers import enqueue_seeds
+from longrope_opt.samplers import enqueue_space_seeds
 from longrope_opt.studies._provenance import check_compatible
 
 
@@ -35,6 +36,7 @@ def open_study(
     spec: RopeSpec,
     pruner: optuna.pruners.BasePruner | None = None,
     config: dict[str, Any] | None = None,
+    seed_space: Any = None,
 ) -> optuna.Study:
     """Create the study, or load it when it exists (after checking it is the same search).
 
@@ -42,6 +44,7 @@ def open_study(
     `LongRoPESampler`, the PI/NTK/YaRN seeds are enqueued once. Without a `pruner` nothing is
     pruned (Optuna's default MedianPruner would act on the per-sample reports). `config` (extra
     user attrs, e.g. what a worker needs to rebuild the search) is stored when the study is new.
+    With `seed_space` (a `SearchSpace`), its seeds are enqueued once for any sampler.
     """
     pruner = pruner or optuna.pruners.NopPruner()
     study = optuna.create_study(
@@ -69,7 +72,9 @@ def open_study(
                 study.set_user_attr(key, value)
             else:
                 _check_same_config(study_name, key, study.user_attrs[key], value)
-    if isinstance(sampler, LongRoPESampler):  # (not seeded: enqueues nothing)
+    if seed_space is not None:
+        enqueue_space_seeds(study, seed_space)
+    elif isinstance(sampler, LongRoPESampler):  # (not seeded: enqueues nothing)
         enqueue_seeds(study, sampler)
     return study
 

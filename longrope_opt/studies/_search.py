@@ -171,6 +171,7 @@ def run_search(
         spec=spec,
         pruner=pruner,
         config={CONFIG_KEY: config.to_dict()},
+        seed_space=space if config.seed_all else None,
     )
     stored_total = study.user_attrs.get(TOTAL_KEY)
     if store_total and n_trials is not None:

@@ -40,11 +40,12 @@ def _quadratic(space: SearchSpace, target: np.ndarray):
     return objective
 
 
+@pytest.mark.parametrize("operators", ["paper", "adaptive"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_every_candidate_is_monotone_in_bounds_on_grid_and_unique(seed: int) -> None:
+def test_every_candidate_is_monotone_in_bounds_on_grid_and_unique(seed: int, operators) -> None:
     rng = np.random.default_rng(seed)
     target = np.sort(rng.uniform(1.0, 5.0, SMALL.spec.n_factors))
-    sampler = _sampler(seed=seed)
+    sampler = _sampler(seed=seed, operators=operators)
     study = optuna.create_study(sampler=sampler)
     enqueue_seeds(study, sampler)
     study.optimize(_quadratic(SMALL, target), n_trials=250)
@@ -62,11 +63,12 @@ def test_every_candidate_is_monotone_in_bounds_on_grid_and_unique(seed: int) -> 
     assert gens[:12] == [0] * 12 and gens[12:20] == [1] * 8 and max(gens) > 20
 
 
-def test_same_seed_same_first_100_candidates_and_other_seed_differs() -> None:
+@pytest.mark.parametrize("operators", ["paper", "adaptive"])
+def test_same_seed_same_first_100_candidates_and_other_seed_differs(operators) -> None:
     target = np.linspace(1.2, 4.8, SMALL.spec.n_factors)
 
     def run(seed: int) -> list[tuple]:
-        sampler = _sampler(seed=seed)
+        sampler = _sampler(seed=seed, operators=operators)
         study = optuna.create_study(sampler=sampler)
         enqueue_seeds(study, sampler)
         study.optimize(_quadratic(SMALL, target), n_trials=100)
@@ -214,3 +216,36 @@ def test_no_seed_draws_one_that_optuna_accepts() -> None:
         seeds.add(sampler._seed)
         assert 0 <= sampler._seed < 2**32
     assert len(seeds) == 3  # drawn fresh each time
+
+
+@pytest.mark.parametrize("operators", ["paper", "adaptive"])
+def test_a_proposal_reads_only_what_changed(tmp_path, operators) -> None:
+    # Finished trials are read and decoded once; a proposal late in a study reads the live
+    # trials (one query) and the trials finished since the last proposal, never the whole study.
+    sampler = _sampler(operators=operators)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'r.db'}", sampler=sampler)
+    enqueue_seeds(study, sampler)
+    target = np.linspace(1.2, 4.8, SMALL.spec.n_factors)
+    study.optimize(_quadratic(SMALL, target), n_trials=60)
+    storage = study._storage
+    calls = {"whole": 0, "one": 0}
+    get_all, get_one = storage.get_all_trials, storage.get_trial
+
+    def all_trials(study_id, deepcopy=True, states=None):
+        if states is None or TrialState.COMPLETE in states:
+            calls["whole"] += 1
+        return get_all(study_id, deepcopy=deepcopy, states=states)
+
+    def one(trial_id):
+        calls["one"] += 1
+        return get_one(trial_id)
+
+    storage.get_all_trials, storage.get_trial = all_trials, one
+    objective = _quadratic(SMALL, target)
+    for _ in range(5):
+        before = dict(calls)
+        trial = study.ask()
+        sampler_reads = dict(calls)
+        study.tell(trial, objective(trial))
+        assert sampler_reads["whole"] == before["whole"]
+        assert sampler_reads["one"] - before["one"] <= 3

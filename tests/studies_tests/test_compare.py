@@ -149,3 +149,42 @@ def test_every_sampler_is_built_on_the_shared_space(name) -> None:
         lams = [t.params[n] for n in space.names]
         assert all(space.lambda_low <= v <= space.lambda_high for v in lams)
         assert t.params.get("n_hat", space.n_hat[0]) in space.n_hat
+
+
+@pytest.mark.parametrize("space", ["full", "critical"])
+def test_seed_all_enqueues_the_same_seeds_for_every_sampler(
+    tiny_model_dir, tmp_path, space
+) -> None:
+    corpus = write_tiny_corpus(tmp_path / "corpus", n_docs=8, words=120)
+    storage = f"sqlite:///{tmp_path / 'seeded.db'}"
+    args = _args(tiny_model_dir, corpus, storage, str(tmp_path / "c.html"), 5, "--seed-all",
+                 "--space", space, "--pruner", "none")  # fmt: skip
+    args[args.index("--samplers") + 1] = "longrope,evolution,tpe,cmaes,ngopt,random"
+    args[args.index("--seeds") + 1] = "1"
+    assert main(args) == 0
+    seeds_of = {}
+    for summary in optuna.get_all_study_summaries(storage):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        trials = study.get_trials(deepcopy=False)
+        seeds_of[summary.study_name] = {
+            t.user_attrs["seed"]: t.params for t in trials if t.user_attrs.get("seed")
+        }
+        assert study.user_attrs["longrope_opt:search_config"]["seed_all"] is True
+    assert len(seeds_of) == 6
+    first = next(iter(seeds_of.values()))
+    assert len(first) == 3
+    for seeds in seeds_of.values():
+        assert seeds == first  # the same starting points, parameter for parameter
+
+
+def test_without_seed_all_baselines_start_unseeded(tiny_model_dir, tmp_path) -> None:
+    corpus = write_tiny_corpus(tmp_path / "corpus", n_docs=8, words=120)
+    storage = f"sqlite:///{tmp_path / 'plain.db'}"
+    args = _args(tiny_model_dir, corpus, storage, str(tmp_path / "c.html"), 4, "--pruner", "none")
+    args[args.index("--samplers") + 1] = "tpe,longrope"
+    args[args.index("--seeds") + 1] = "1"
+    assert main(args) == 0
+    tpe = optuna.load_study(study_name=comparison_study_name("cmp", "tpe", 0), storage=storage)
+    evo = optuna.load_study(study_name=comparison_study_name("cmp", "longrope", 0), storage=storage)
+    assert not any(t.user_attrs.get("seed") for t in tpe.trials)
+    assert sum(bool(t.user_attrs.get("seed")) for t in evo.trials) == 3

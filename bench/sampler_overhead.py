@@ -1,0 +1,93 @@
+"""Does the LongRoPE sampler's cost per trial stay flat as a study grows? (issue 16)
+
+A study on SQLite with an instant objective (squared error to a fixed λ), so all time is
+Optuna's and the sampler's. Prints the mean time per trial in windows of the study (ms), for the
+sampler's own work (`before_trial` + `sample_relative`) and for the whole trial, next to
+Optuna's `RandomSampler` in the same process (the storage's own cost per trial).
+
+    python bench/sampler_overhead.py                   # 2,000 trials (≈ 5 min)
+    python bench/sampler_overhead.py --trials 600 --operators paper
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def measure(make, trials: int, space, target) -> tuple[np.ndarray, np.ndarray]:
+    import optuna
+
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = f"sqlite:///{tmp}/overhead.db"
+        sampler = make()
+        study = optuna.create_study(storage=storage, sampler=sampler)
+        if hasattr(sampler, "seed_params"):
+            for name, params in sampler.seed_params():
+                study.enqueue_trial(params, user_attrs={"seed": name})
+        own = np.zeros(trials)
+        for name in ("before_trial", "sample_relative"):
+            inner = getattr(sampler, name)
+
+            def timed(study_, trial, *rest, _inner=inner):
+                t0 = time.perf_counter()
+                try:
+                    return _inner(study_, trial, *rest)
+                finally:
+                    if trial.number < trials:
+                        own[trial.number] += time.perf_counter() - t0
+
+            setattr(sampler, name, timed)
+        whole = np.zeros(trials)
+        for i in range(trials):
+            t0 = time.perf_counter()
+            trial = study.ask()
+            f = space.suggest(trial).factors
+            study.tell(trial, float(((f - target) ** 2).sum()))
+            whole[i] = time.perf_counter() - t0
+        return own * 1e3, whole * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--operators", default="paper,adaptive")
+    args = parser.parse_args()
+
+    import optuna
+
+    from longrope_opt import RopeSpec
+    from longrope_opt.samplers import LongRoPESampler
+    from longrope_opt.space import SearchSpace
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = RopeSpec(head_dim=64, base=1e5, original_length=8192)
+    space = SearchSpace(spec, 32768)
+    target = np.sort(np.random.default_rng(0).uniform(1, 5, 32))
+    runs = {"random (Optuna)": lambda: optuna.samplers.RandomSampler(seed=0)}
+    for ops in args.operators.split(","):
+        runs[f"longrope {ops}"] = lambda ops=ops: LongRoPESampler(
+            space=space, seed=0, population_size=64, num_mutations=16, num_crossovers=16,
+            num_parents=32, **({} if ops == "paper" else {"operators": ops}),
+        )  # fmt: skip
+    edges = [e for e in (0, 100, 500, 1000, 1500, 2000) if e < args.trials] + [args.trials]
+    windows = [(a, min(a + 100, b)) for a, b in zip(edges, edges[1:])]
+    header = "".join(f"{f'{a}-{b}':>12}" for a, b in windows)
+    print(f"mean ms per trial on SQLite, in windows of the study's trials\n{'':<30}{header}")
+    for name, make in runs.items():
+        own, whole = measure(make, args.trials, space, target)
+        if name.startswith("longrope"):
+            print(f"{name + ' (sampler)':<30}" + "".join(f"{own[a:b].mean():12.1f}" for a, b in windows))
+        print(f"{name + ' (whole trial)':<30}" + "".join(f"{whole[a:b].mean():12.1f}" for a, b in windows))
+
+
+if __name__ == "__main__":
+    main()
