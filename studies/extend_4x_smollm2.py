@@ -1,0 +1,183 @@
+"""SmolLM2-135M to 4x its trained window (32,768 tokens) without fine-tuning, on the public API.
+
+Three stages, each resumable (rerun the same command; every result is kept as it is made):
+
+1. search — two studies in one SQLite file: the new search (LongRoPE2's critical space, t
+   searched, the adaptive evolution, on the objective `--objective` names) and the plain LongRoPE
+   search (full space, the paper's operators) on the same objective, documents and budget;
+2. rerank — the top `--rerank` trials of each study re-evaluated at full fidelity (perplexity of
+   the search documents at the full target length); the winner is chosen on that, and the
+   re-ranking is stored in the study (user attr ``longrope_opt:rerank``);
+3. table — on `--held-out` documents no search saw: perplexity at the target, and passkey
+   accuracy (`--keys` keys at L/2 and L) for none, PI, NTK, YaRN, YaRN/NTK with the
+   critical-dimension correction, the plain search and the new one; paired differences against
+   the best classic method with a bootstrap 95 % interval over documents (perplexity) or keys.
+
+    python studies/extend_4x_smollm2.py                        # all stages (many hours on CPU)
+    python studies/extend_4x_smollm2.py --stage search --trials 96
+    python studies/extend_4x_smollm2.py --model tiny/ --corpus docs/ --target-length 256   # smoke
+
+Results: <out>.db (studies) and <out>.json (the table's raw numbers), default bench/results/extend-4x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RERANK_KEY = "longrope_opt:rerank"
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stage", choices=["search", "rerank", "table", "all"], default="all")
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--corpus", default="builtin")
+    p.add_argument("--target-length", type=int, default=32768)
+    p.add_argument("--objective", default="needle-ppl", choices=["needle-ppl", "perplexity"])
+    p.add_argument("--mode", default="skip", help="the objective's mode (skip: the cheap proxy)")
+    p.add_argument("--skip-tokens", type=int, default=2048)
+    p.add_argument("--samples", type=int, default=2, help="search documents")
+    p.add_argument("--trials", type=int, default=96, help="trials per study")
+    p.add_argument("--rerank", type=int, default=4, help="top trials re-evaluated at full length")
+    p.add_argument("--held-out", type=int, default=3)
+    p.add_argument("--keys", type=int, default=20, help="passkeys per length")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "extend-4x"))
+    p.add_argument("--dtype", default="auto")
+    return p.parse_args()
+
+
+def configs(args: argparse.Namespace, held: list[str]) -> dict:
+    from longrope_opt.studies import SearchConfig
+
+    options = {"mode": args.mode}
+    if args.mode == "skip":
+        options["skip_tokens"] = args.skip_tokens
+    if args.objective == "perplexity" and args.mode == "skip":
+        options["skip_chunks"] = 2
+    common = dict(
+        model=args.model, corpus=args.corpus, samples=args.samples, target_length=args.target_length,
+        objective=args.objective, objective_options=options, exclude_docs=held,
+    )  # fmt: skip
+    evolution = dict(population_size=16, num_mutations=8, num_crossovers=8, num_parents=8)
+    return {
+        "new": SearchConfig(**common, space="critical", attention="search",
+                            sampler="longrope-adaptive", sampler_options=evolution),
+        "plain": SearchConfig(**common, sampler="longrope", sampler_options=evolution),
+    }  # fmt: skip
+
+
+def rerank(study, model, docs, top: int) -> tuple:
+    """Full-length perplexity of the study's `top` best trials, stored in the study."""
+    from optuna.trial import TrialState
+
+    from longrope_opt.objectives import evaluate_perplexity
+    from longrope_opt.studies import space_of_study
+
+    space = space_of_study(study)
+    done = dict(study.user_attrs.get(RERANK_KEY, {}))
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    for t in sorted(complete, key=lambda t: t.value)[:top]:
+        if str(t.number) not in done:
+            done[str(t.number)] = evaluate_perplexity(model, docs, space.to_scaling(t.params)).ppl
+            study.set_user_attr(RERANK_KEY, done)  # after each: an interruption loses one
+            print(f"  rerank {study.study_name} trial {t.number}: {done[str(t.number)]:.4f}")
+    number = int(min(done, key=done.get))
+    return space.to_scaling(study.trials[number].params), number
+
+
+def bootstrap(diffs: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """95 % percentile interval of the mean of `diffs` (resampled with replacement)."""
+    means = [rng.choice(diffs, diffs.size).mean() for _ in range(4000)]
+    return tuple(np.percentile(means, [2.5, 97.5]))
+
+
+def main() -> None:
+    args = parse()
+    sys.path.insert(0, str(ROOT))
+    import optuna
+
+    from longrope_opt import RopeScaling
+    from longrope_opt import RopeSpec
+    from longrope_opt.data import load_samples
+    from longrope_opt.models import load_model
+    from longrope_opt.objectives import evaluate_passkey
+    from longrope_opt.objectives import evaluate_perplexity
+    from longrope_opt.rope import METHODS
+    from longrope_opt.space import SearchSpace
+    from longrope_opt.studies import run_search
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    L = args.target_length
+    storage = f"sqlite:///{args.out}.db"
+    model, tok = load_model(args.model, dtype=args.dtype, fuse=args.dtype != "float32")
+    held = load_samples(args.corpus, tok, L, args.held_out, seed=101)
+    studies = {}
+    for name, config in configs(args, held.doc_ids).items():
+        if args.stage in ("search", "all"):
+            print(f"search {name}: {args.trials} trials")
+        run = args.stage in ("search", "all")
+        studies[name] = run_search(
+            config, storage=storage, study_name=f"4x-{name}", n_trials=args.trials if run else None,
+            timeout=None if run else 0, model=model, tokenizer=tok, graceful_interrupt=True,
+        ).study  # fmt: skip
+    if args.stage == "search":
+        return
+    docs = load_samples(args.corpus, tok, L, args.samples, seed=0, exclude=held.doc_ids)
+    winners = {name: rerank(study, model, docs, args.rerank) for name, study in studies.items()}
+    if args.stage == "rerank":
+        return
+
+    spec = RopeSpec.from_config(model.config)
+    t = SearchSpace(spec, L).fixed_attention_scale
+    methods: dict[str, RopeScaling | None] = {"none": None}
+    for m in ("pi", "ntk", "yarn"):
+        methods[m] = METHODS[m](spec, L)
+    critical = SearchSpace(spec, L, shape="critical")
+    for name, params in critical.seed_params()[:2]:
+        sc = critical.to_scaling(params)
+        methods[name] = RopeScaling(sc.factors, 0, t, method=name)
+    methods["plain search"] = winners["plain"][0]
+    methods["new search"] = winners["new"][0]
+    raw_path = Path(f"{args.out}.json")
+    raw = json.loads(raw_path.read_text()) if raw_path.exists() else {}
+    for name, scaling in methods.items():
+        row = raw.setdefault(name, {})
+        if "ppl" not in row:
+            row["ppl"] = evaluate_perplexity(model, held, scaling, progress=True).sample_ppl
+        for length in (L // 2, L):
+            if f"passkey{length}" not in row:
+                r = evaluate_passkey(model, tok, scaling, length, n_trials=args.keys, progress=True)
+                row[f"passkey{length}"] = [bool(c) for c in r.correct]
+        raw_path.write_text(json.dumps(raw, indent=1))  # after each method: resumable
+        print(f"  {name:<14} ppl {np.round(row['ppl'], 3).tolist()}")
+    report(raw, L, held.doc_ids)
+
+
+def report(raw: dict, L: int, doc_ids: list[str]) -> None:
+    """The table: per method, mean perplexity, passkey accuracy, and paired differences."""
+    rng = np.random.default_rng(0)
+    classic = ("pi", "ntk", "yarn", "yarn-cd", "ntk-cd")
+    best = min(classic, key=lambda m: np.mean(np.log(raw[m]["ppl"])))
+    print(f"\n{L} tokens, {len(doc_ids)} held-out documents; best classic method: {best}")
+    print(f"{'method':<14}{'ppl (geo mean)':>15}{'Δ log ppl vs ' + best:>22}{'95 % CI':>18}"
+          f"{'passkey ' + str(L // 2):>15}{'passkey ' + str(L):>14}")  # fmt: skip
+    ref = np.log(raw[best]["ppl"])
+    for name, row in raw.items():
+        logs = np.log(row["ppl"])
+        diff = logs - ref
+        lo, hi = bootstrap(diff, rng) if name != best else (0.0, 0.0)
+        acc = [np.mean(row[f"passkey{n}"]) for n in (L // 2, L)]
+        print(f"{name:<14}{math.exp(logs.mean()):15.3f}{diff.mean():+22.4f}"
+              f"   [{lo:+.4f}, {hi:+.4f}]{acc[0]:15.0%}{acc[1]:14.0%}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
