@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from typing import Any
 
 from optuna.distributions import BaseDistribution
@@ -11,7 +12,14 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.space import SearchSpace
+
+
+if TYPE_CHECKING:  # the OptunaHub package is generated from this file: no project import at run time
+    from longrope_opt.space import SearchSpace
+
+#: What a space must offer the samplers (`SearchSpace` here, `MonotoneSpace` in the OptunaHub
+#: package).
+SPACE_METHODS = ("distributions", "decode", "encode", "seed_params", "snap_candidate", "complete")
 
 
 class SpaceSampler(BaseSampler):
@@ -21,7 +29,7 @@ class SpaceSampler(BaseSampler):
     """
 
     def __init__(self, *, space: SearchSpace, seed: int | None) -> None:
-        if not isinstance(space, SearchSpace):
+        if not all(callable(getattr(space, name, None)) for name in SPACE_METHODS):
             raise InvalidArgumentError(
                 f"`space` must be a SearchSpace, got {type(space).__name__}."
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,10 @@ from longrope_opt.samplers._operators import mutate_adaptive
 from longrope_opt.samplers._operators import parent_spread
 from longrope_opt.samplers._operators import random_monotone
 from longrope_opt.samplers._operators import sample_around
-from longrope_opt.space import SearchSpace
+
+
+if TYPE_CHECKING:  # the OptunaHub package is generated from this file: no project import at run time
+    from longrope_opt.space import SearchSpace
 
 
 SEED_METHODS = ("pi", "ntk", "yarn")
@@ -242,7 +246,7 @@ class LongRoPESampler(SpaceSampler):
         p = self._mutation_prob
         if gen == 0 and (not self.seeded or (self._operators == "adaptive" and slot % 2)):
             # adaptive: half of generation 0 explores the whole space, half the seeds' region
-            return random_monotone(self._space, rng, self._space.spec.n_factors)
+            return random_monotone(self._space, rng, len(self._space.names))
         if gen == 0:
             parents = self._seed_genomes
         else:
@@ -250,7 +254,7 @@ class LongRoPESampler(SpaceSampler):
             fallback = self._seed_genomes if self.seeded else []
             parents = [g for g in decoded if g is not None] or fallback
             if not parents:  # an unseeded search whose previous generation all failed
-                return random_monotone(self._space, rng, self._space.spec.n_factors)
+                return random_monotone(self._space, rng, len(self._space.names))
         use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
         sigma = parent_spread(parents) if self._operators == "adaptive" else None
         for _ in range(self._max_tries):
@@ -285,7 +289,7 @@ class LongRoPESampler(SpaceSampler):
             if child.key() not in seen:
                 return child
         while True:
-            child = random_monotone(self._space, rng, self._space.spec.n_factors)
+            child = random_monotone(self._space, rng, len(self._space.names))
             if child.key() not in seen:
                 return child
 

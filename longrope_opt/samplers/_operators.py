@@ -8,11 +8,14 @@ the ramp `SearchSpace.complete` recomputes, and c itself moves by a step of one 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from typing import NamedTuple
 
 import numpy as np
 
-from longrope_opt.space import SearchSpace
+
+if TYPE_CHECKING:  # only NumPy at run time: the OptunaHub package is generated from this file
+    from longrope_opt.space import SearchSpace
 
 
 class Genome(NamedTuple):

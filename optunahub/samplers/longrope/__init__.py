@@ -1,0 +1,8 @@
+"""The LongRoPE evolutionary sampler for any objective over a non-decreasing vector."""
+
+from ._longrope import LongRoPESampler
+from ._longrope import enqueue_seeds
+from ._space import MonotoneSpace
+
+
+__all__ = ["LongRoPESampler", "MonotoneSpace", "enqueue_seeds"]

@@ -1,0 +1,392 @@
+# Generated from longrope_opt/samplers/_longrope.py by optunahub/build.py: do not edit.
+"""`LongRoPESampler`: the LongRoPE evolutionary search as an Optuna sampler (paper Algorithm 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.study import Study
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState
+
+from ._errors import InvalidArgumentError
+from . import _state
+from ._base import SpaceSampler
+from ._index import TrialIndex
+from ._operators import Genome
+from ._operators import blend
+from ._operators import crossover
+from ._operators import mutate
+from ._operators import mutate_adaptive
+from ._operators import parent_spread
+from ._operators import random_monotone
+from ._operators import sample_around
+
+
+if TYPE_CHECKING:  # the OptunaHub package is generated from this file: no project import at run time
+    from ._space import MonotoneSpace as SearchSpace
+
+
+SEED_METHODS = ("pi", "ntk", "yarn")
+#: ``"paper"``: Algorithm 1's operators (each λ re-drawn between its neighbours, uniform
+#: crossover). ``"adaptive"``: log-normal steps sized by the parents' spread, then sorted, and
+#: a blend crossover (see `longrope_opt.samplers._operators`).
+OPERATORS = ("paper", "adaptive")
+
+
+def _fresh_seed() -> int:
+    # 32 bits from the OS entropy pool: Optuna's RandomSampler takes seeds below 2**32.
+    return int(np.random.SeedSequence().generate_state(1, dtype=np.uint32)[0])
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+
+
+class LongRoPESampler(SpaceSampler):
+    """Evolutionary search over per-frequency RoPE factors λ, n̂ and (optionally) t.
+
+    Generation 0 is the PI, NTK and YaRN seeds (enqueue them with :meth:`seed_params` so they are
+    visible trials) plus ``population_size − 3`` mutants of them. Each later generation makes
+    `num_mutations` mutants and `num_crossovers` crossovers of the parents: the `num_parents`
+    best completed trials among the previous generation and its parents. Every candidate is
+    non-decreasing (λ_i ≤ λ_{i+1}), on the space's grid, and not already in the study.
+
+    All state is in the study storage (generation and slot per trial, parents per generation),
+    so a new process on the same storage continues the same search and several workers on one
+    study cooperate. The randomness of a trial is derived from ``(seed, trial.number)``: a seed
+    makes the candidate sequence reproducible, and workers sharing a seed still differ.
+
+    Reference: Ding et al., "LongRoPE: Extending LLM Context Window Beyond 2 Million Tokens",
+    ICML 2024, Algorithm 1 and Table 3 (P=64, N1=N2=16, p=0.3, top-k=32).
+
+    Args:
+        space: The search space (the same `SearchSpace` the objective uses).
+        population_size: P, the size of generation 0.
+        num_mutations: N1, mutants per later generation.
+        num_crossovers: N2, crossovers per later generation.
+        num_parents: k, parents kept per generation.
+        mutation_prob: p, per-gene re-draw probability.
+        max_tries: Attempts to find a new valid candidate before the fallback (a mutation with
+            p = 1, then a random monotone vector).
+        seeded: Start from PI/NTK/YaRN and their mutants (the paper's initial population). False
+            starts from random non-decreasing vectors — a plain GA, the reference point
+            `longrope-opt compare` measures seeding against.
+        dedup: Never propose a candidate the study already holds. False re-evaluates duplicates,
+            as a plain GA would.
+        seed: Base seed; None draws one.
+        operators: ``"paper"`` (Algorithm 1, the reproducible reference) or ``"adaptive"``
+            (steps sized by the parents' spread, plateaus can move, blend crossover).
+    """
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        population_size: int = 64,
+        num_mutations: int = 16,
+        num_crossovers: int = 16,
+        num_parents: int = 32,
+        mutation_prob: float = 0.3,
+        max_tries: int = 50,
+        seeded: bool = True,
+        dedup: bool = True,
+        seed: int | None = None,
+        operators: str = "paper",
+    ) -> None:
+        self.check_options(
+            operators=operators,
+            population_size=population_size,
+            num_mutations=num_mutations,
+            num_crossovers=num_crossovers,
+            num_parents=num_parents,
+            mutation_prob=mutation_prob,
+            max_tries=max_tries,
+        )
+        self._population_size = population_size
+        self._num_mutations = num_mutations
+        self._num_crossovers = num_crossovers
+        self._num_parents = num_parents
+        self._mutation_prob = mutation_prob
+        self._max_tries = max_tries
+        self._operators = operators
+        self._index = TrialIndex(self._key_of_finished)
+        self.seeded = bool(seeded)
+        self._dedup = bool(dedup)
+        self._seed = _fresh_seed() if seed is None else int(seed)
+        super().__init__(space=space, seed=self._seed)
+        seeds = space.seed_params()
+        self._seed_names = [name for name, _ in seeds]
+        genomes = [self._genome_of_params(params) for _, params in seeds]
+        assert all(g is not None for g in genomes)  # seed params hold every parameter
+        self._seed_genomes: list[Genome] = [g for g in genomes if g is not None]
+
+    # ----- public helpers -------------------------------------------------------------------
+
+    @staticmethod
+    def check_options(
+        *,
+        population_size: int = 64,
+        num_mutations: int = 16,
+        num_crossovers: int = 16,
+        num_parents: int = 32,
+        mutation_prob: float = 0.3,
+        max_tries: int = 50,
+        operators: str = "paper",
+        **unknown: Any,
+    ) -> None:
+        """Validate the evolution's settings without a space (a search checks them before any
+        model loads).
+
+        Raises:
+            InvalidArgumentError: An unknown setting, or a value outside its range.
+        """
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown LongRoPESampler setting(s) {sorted(unknown)}; known: population_size, "
+                "num_mutations, num_crossovers, num_parents, mutation_prob, max_tries, operators."
+            )
+        if operators not in OPERATORS:
+            raise InvalidArgumentError(
+                f"`operators` must be one of {list(OPERATORS)}, got {operators!r}."
+            )
+        _check_int("population_size", population_size, len(SEED_METHODS))
+        _check_int("num_mutations", num_mutations, 0)
+        _check_int("num_crossovers", num_crossovers, 0)
+        _check_int("num_parents", num_parents, 1)
+        _check_int("max_tries", max_tries, 1)
+        if num_mutations + num_crossovers < 1:
+            raise InvalidArgumentError(
+                "`num_mutations` + `num_crossovers` must be >= 1, got "
+                f"{num_mutations} + {num_crossovers}."
+            )
+        if num_crossovers > 0 and num_parents < 2:
+            raise InvalidArgumentError(
+                f"`num_parents` must be >= 2 when crossovers are made, got {num_parents}."
+            )
+        if isinstance(mutation_prob, bool) or not (0.0 < mutation_prob <= 1.0):
+            raise InvalidArgumentError(
+                f"`mutation_prob` must be in (0, 1], got {mutation_prob!r}."
+            )
+
+    def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
+        """``[(method, params)]`` of the seeds (PI, NTK, YaRN; see `SearchSpace.seed_scalings`),
+        ready for `study.enqueue_trial`."""
+        return [(m, self._params_of(g)) for m, g in zip(self._seed_names, self._seed_genomes)]
+
+    def generation_capacity(self, generation: int) -> int:
+        """Trials per generation: P for generation 0, N1 + N2 after."""
+        return (
+            self._population_size
+            if generation == 0
+            else self._num_mutations + self._num_crossovers
+        )
+
+    def get_parents(self, study: Study, generation: int) -> list[FrozenTrial]:
+        """The parents of `generation` (cached in storage by whichever worker asks first)."""
+        if generation == 0:
+            return []
+        finished, _ = self._index.refresh(study)
+        numbers = _state.cached_parents(study, generation)
+        if numbers is None:
+            pool = {
+                t.number: t
+                for t in finished
+                if t.state == TrialState.COMPLETE and _state.trial_generation(t) == generation - 1
+            }
+            for parent in self.get_parents(study, generation - 1):
+                pool.setdefault(parent.number, parent)
+            sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+            # Complete trials (and earlier parents, which were complete): every value is set.
+            ranked = sorted(pool.values(), key=lambda t: (sign * float(t.values[0]), t.number))
+            numbers = [t.number for t in ranked[: self._num_parents]]
+            _state.store_parents(study, generation, numbers)
+        parents = [self._index.trial(n) for n in numbers]
+        return [t for t in parents if t is not None]
+
+    # ----- optuna.samplers.BaseSampler --------------------------------------------------------
+
+    def reseed_rng(self) -> None:
+        self._seed = _fresh_seed()
+        super().reseed_rng()
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        # An enqueued trial (a seed, or the retry of a stale trial) is evaluated without ever
+        # reaching `sample_relative`, so it is tagged here: seeds count in generation 0 and can
+        # be parents. Every other trial is tagged when it is sampled, so a trial that never
+        # reaches the sampler (one refused by the study's budget) opens no generation.
+        if _state.is_enqueued(trial):
+            _state.assign(study, trial, self.generation_capacity)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        self._single_objective_only(study)
+        if not search_space:
+            return {}
+        gen, slot = _state.assign(study, trial, self.generation_capacity)
+        rng = np.random.default_rng([self._seed & 0xFFFFFFFF, trial.number])
+        if not self._dedup:
+            genome = self._propose(study, gen, slot, rng, set())
+        else:
+            genome = self._propose_unclaimed(study, trial, gen, slot, rng)
+        params = self._params_of(genome)
+        return {name: value for name, value in params.items() if name in search_space}
+
+    # ----- internals ------------------------------------------------------------------------
+
+    def _propose(
+        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
+    ) -> Genome:
+        p = self._mutation_prob
+        if gen == 0 and (not self.seeded or (self._operators == "adaptive" and slot % 2)):
+            # adaptive: half of generation 0 explores the whole space, half the seeds' region
+            return random_monotone(self._space, rng, len(self._space.names))
+        if gen == 0:
+            parents = self._seed_genomes
+        else:
+            decoded = [self._genome_of_params(t.params) for t in self.get_parents(study, gen)]
+            fallback = self._seed_genomes if self.seeded else []
+            parents = [g for g in decoded if g is not None] or fallback
+            if not parents:  # an unseeded search whose previous generation all failed
+                return random_monotone(self._space, rng, len(self._space.names))
+        use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
+        sigma = parent_spread(parents) if self._operators == "adaptive" else None
+        for _ in range(self._max_tries):
+            child: Genome | None
+            if sigma is not None:
+                if use_crossover:
+                    i, j = rng.choice(len(parents), size=2, replace=False)
+                    child = blend(parents[int(i)], parents[int(j)], self._space, rng)
+                elif slot % 2:
+                    a = parents[int(rng.integers(len(parents)))]
+                    child = mutate_adaptive(a, self._space, rng, p, sigma)
+                else:
+                    child = sample_around(parents, self._space, rng, p)
+            elif use_crossover:
+                i, j = rng.choice(len(parents), size=2, replace=False)
+                child = crossover(parents[int(i)], parents[int(j)], rng, space=self._space)
+                if (
+                    child is None
+                ):  # identical parents or no valid child: mutate instead (official code)
+                    child = mutate(parents[int(i)], self._space, rng, p)
+            else:
+                child = mutate(parents[int(rng.integers(len(parents)))], self._space, rng, p)
+            assert child is not None  # every branch above ends with a child
+            child = self._on_grid(child)
+            if child.key() not in seen:
+                return child
+        # Fallbacks, each bounded: a full re-draw of a parent, then a random monotone vector.
+        for _ in range(self._max_tries):
+            child = self._on_grid(
+                mutate(parents[int(rng.integers(len(parents)))], self._space, rng, 1.0)
+            )
+            if child.key() not in seen:
+                return child
+        while True:
+            child = random_monotone(self._space, rng, len(self._space.names))
+            if child.key() not in seen:
+                return child
+
+    def _on_grid(self, genome: Genome) -> Genome:
+        # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
+        return genome._replace(
+            factors=self._space.snap_candidate(genome.factors, genome.critical)
+        )
+
+    def _propose_unclaimed(
+        self, study: Study, trial: FrozenTrial, gen: int, slot: int, rng: np.random.Generator
+    ) -> Genome:
+        # Workers propose concurrently, and a trial's params are written only after the sampler
+        # returns. So each proposal is claimed first (a system attr of the trial), then the study
+        # is read again: a worker that finds its claim held by another trial proposes again.
+        # Write-then-read means of two simultaneous claims at least one sees the other.
+        seen = self._existing_keys(study, trial)
+        for _ in range(self._max_tries):
+            genome = self._propose(study, gen, slot, rng, seen)
+            claim = _state.claim_key(genome.key())
+            study._storage.set_trial_system_attr(trial._trial_id, _state.CLAIM_KEY, claim)
+            seen = self._existing_keys(study, trial)
+            if genome.key() not in seen:
+                return genome
+        return genome  # max_tries collisions in a row: give up avoiding it (never seen in tests)
+
+    def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
+        # Finished trials' keys were computed once (`TrialIndex`); only live ones are read again.
+        finished, live = self._index.refresh(study)
+        keys = {self._index.derived(t.number) for t in finished} - {None}
+        for t in live:
+            if t.number == trial.number:
+                continue
+            claim = t.system_attrs.get(_state.CLAIM_KEY)
+            if claim is not None and t.state == TrialState.RUNNING:
+                keys.add(_state.key_of_claim(claim))
+            params = (
+                t.params
+                if t.state != TrialState.WAITING
+                else t.system_attrs.get(_state.FIXED_PARAMS_KEY, {})
+            )
+            genome = self._genome_of_params(params)
+            if genome is not None:
+                keys.add(genome.key())
+        return keys
+
+    def _key_of_finished(self, trial: FrozenTrial) -> tuple | None:
+        genome = self._genome_of_params(trial.params)
+        return None if genome is None else genome.key()
+
+    def _genome_of_params(self, params: dict[str, Any]) -> Genome | None:
+        decoded = self._space.decode(params)
+        if decoded is None:
+            return None
+        return Genome(*decoded, critical=self._space.critical_of(params))
+
+    def _params_of(self, genome: Genome) -> dict[str, Any]:
+        return self._space.encode(
+            genome.factors, genome.n_hat, genome.attention_scale, critical=genome.critical
+        )
+
+
+def enqueue_seeds(
+    study: Study, sampler: LongRoPESampler, methods: Sequence[str] | None = None
+) -> int:
+    """Enqueue the sampler's seeds once (skipped when the study already has them, or when the
+    sampler is not `seeded`); `methods` limits them by name (default: all).
+
+    Returns:
+        How many seeds were enqueued now.
+    """
+    if not sampler.seeded:
+        return 0
+    return _enqueue(study, sampler.seed_params(), methods)
+
+
+def enqueue_space_seeds(
+    study: Study, space: SearchSpace, methods: Sequence[str] | None = None
+) -> int:
+    """Enqueue the space's seeds (`SearchSpace.seed_params`) once, whatever the sampler: the
+    same PI/NTK/YaRN (or critical-dimension) starting points for TPE, CMA-ES, nevergrad or the
+    plain evolution, so a comparison measures the search and not the seeding.
+
+    Returns:
+        How many seeds were enqueued now.
+    """
+    return _enqueue(study, space.seed_params(), methods)
+
+
+def _enqueue(
+    study: Study, seeds: list[tuple[str, dict[str, Any]]], methods: Sequence[str] | None
+) -> int:
+    done = {t.user_attrs.get("seed") for t in study.get_trials(deepcopy=False)}
+    added = 0
+    for method, params in seeds:
+        if (methods is None or method in methods) and method not in done:
+            study.enqueue_trial(params, user_attrs={"seed": method})
+            added += 1
+    return added

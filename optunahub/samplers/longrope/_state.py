@@ -1,0 +1,99 @@
+# Generated from longrope_opt/samplers/_state.py by optunahub/build.py: do not edit.
+"""Where the LongRoPE sampler keeps its state: the study storage, under namespaced keys.
+
+Modeled on Optuna's ``BaseGASampler`` bookkeeping, with three deliberate differences (each a
+pitfall of that class for this algorithm):
+
+* generations have different sizes (P in generation 0, N1 + N2 after), so membership is counted
+  over *assigned* trials (running, waiting, complete, pruned) rather than complete ones — which
+  also stops parallel workers from overfilling a generation;
+* parents are cached as trial *numbers* (study-local), not storage-global trial ids, so a copied
+  study keeps working;
+* keys are fixed strings, not derived from the class name, so a subclass or rename does not orphan
+  existing studies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+
+GENERATION_KEY = "LongRoPESampler:generation"
+SLOT_KEY = "LongRoPESampler:slot"
+PARENTS_KEY_PREFIX = "LongRoPESampler:parents:"
+CLAIM_KEY = "LongRoPESampler:claim"
+
+
+#: Where Optuna keeps an enqueued trial's parameters (`Study.enqueue_trial`).
+FIXED_PARAMS_KEY = "fixed_params"
+
+
+def is_enqueued(trial: FrozenTrial) -> bool:
+    """Whether `trial` was enqueued (its parameters are fixed, the sampler proposes nothing)."""
+    return FIXED_PARAMS_KEY in trial.system_attrs
+
+
+def trial_generation(trial: FrozenTrial) -> int | None:
+    """The generation stored on `trial`, if any."""
+    value = trial.system_attrs.get(GENERATION_KEY)
+    return None if value is None else int(value)
+
+
+def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int, int]:
+    """Give `trial` a (generation, slot) and store it; a trial that has one keeps it.
+
+    Args:
+        study: The study.
+        trial: The trial being started.
+        capacity: ``capacity(generation) -> int`` (P for 0, N1 + N2 after).
+
+    Returns:
+        ``(generation, slot)``; slot is the trial's index inside its generation.
+    """
+    gen = trial_generation(trial)
+    if gen is not None:
+        return gen, int(trial.system_attrs.get(SLOT_KEY, 0))
+    # From the trial number alone: numbers are unique and handed out atomically by the storage,
+    # so concurrent workers can never overfill a generation (counting assigned trials could: two
+    # workers read the same count). A failed trial keeps its slot; its retry takes a new one.
+    first, per_gen = capacity(0), capacity(1)
+    if trial.number < first:
+        gen, slot = 0, trial.number
+    else:
+        gen, slot = 1 + (trial.number - first) // per_gen, (trial.number - first) % per_gen
+    storage, tid = study._storage, trial._trial_id
+    storage.set_trial_system_attr(tid, GENERATION_KEY, gen)
+    storage.set_trial_system_attr(tid, SLOT_KEY, slot)
+    # The FrozenTrial handed to the sampler hooks is cached for this trial: keep it in step.
+    trial.system_attrs[GENERATION_KEY] = gen
+    trial.system_attrs[SLOT_KEY] = slot
+    return gen, slot
+
+
+def cached_parents(study: optuna.Study, generation: int) -> list[int] | None:
+    """Trial numbers of the parents of `generation`, if some worker already chose them."""
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    value = attrs.get(f"{PARENTS_KEY_PREFIX}{generation}")
+    return None if value is None else [int(n) for n in value]
+
+
+def store_parents(study: optuna.Study, generation: int, numbers: list[int]) -> None:
+    """Cache the parents of `generation` (first writer wins; later readers reuse them)."""
+    study._storage.set_study_system_attr(
+        study._study_id, f"{PARENTS_KEY_PREFIX}{generation}", numbers
+    )
+
+
+def claim_key(key: tuple) -> list:
+    """A genome key as JSON-storable data (trial system attrs must be JSON)."""
+    factors, n_hat, t, *critical = key  # critical: [c] in the critical shape, else []
+    return [list(factors), n_hat, t, *critical]
+
+
+def key_of_claim(claim: list) -> tuple:
+    """The inverse of `claim_key`."""
+    factors, n_hat, t, *critical = claim
+    return (tuple(factors), int(n_hat), t, *(int(c) for c in critical))
