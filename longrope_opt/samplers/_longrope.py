@@ -257,6 +257,9 @@ class LongRoPESampler(SpaceSampler):
                 return random_monotone(self._space, rng, len(self._space.names))
         use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
         sigma = parent_spread(parents) if self._operators == "adaptive" else None
+        if sigma is not None and gen > 0:
+            # the elite half: a cross-entropy step draws from the best parents only
+            parents = parents[: max(2, len(parents) // 2)]
         for _ in range(self._max_tries):
             child: Genome | None
             if sigma is not None:
