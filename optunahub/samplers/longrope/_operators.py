@@ -63,6 +63,23 @@ def _redraw(f: np.ndarray, space: SearchSpace, rng: np.random.Generator, prob: f
         f[i] = _grid_between(lo, hi, space, rng, f[i])
 
 
+def _mutate_extras(
+    parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: float, *, local: bool
+) -> tuple[int, float | None]:
+    # n̂ re-drawn from its set and a searched t changed, each with probability `prob`: t
+    # uniformly in its bounds (the paper), or by a small log-normal step (`local`).
+    n_hat, t = parent.n_hat, parent.attention_scale
+    if len(space.n_hat) > 1 and rng.random() < prob:
+        n_hat = int(rng.choice(space.n_hat))
+    if space.attention == "search" and (not local or t is not None) and rng.random() < prob:
+        lo, hi = space.attention_bounds
+        if local and t is not None:
+            t = round(float(np.clip(t * np.exp(0.03 * rng.standard_normal()), lo, hi)), 4)
+        else:
+            t = round(float(rng.uniform(lo, hi)), 4)
+    return n_hat, t
+
+
 def _shift_critical(c: int, space: SearchSpace, rng: np.random.Generator) -> int:
     bounds = space.critical_bounds
     assert bounds is not None  # critical shape
@@ -90,12 +107,7 @@ def mutate(parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: f
         _redraw(tail, space, rng, prob)
         f[c:] = tail
         f = space.complete(f, c)
-    n_hat = parent.n_hat
-    if len(space.n_hat) > 1 and rng.random() < prob:
-        n_hat = int(rng.choice(space.n_hat))
-    t = parent.attention_scale
-    if space.attention == "search" and rng.random() < prob:
-        t = round(float(rng.uniform(*space.attention_bounds)), 4)
+    n_hat, t = _mutate_extras(parent, space, rng, prob, local=False)
     return Genome(f, n_hat, t, c)
 
 
@@ -231,13 +243,7 @@ def mutate_adaptive(
     genes = np.sort(np.clip(np.where(picked, genes * steps, genes), space.low, space.high))
     f[start:] = genes
     f = space.complete(f, c)
-    n_hat = parent.n_hat
-    if len(space.n_hat) > 1 and rng.random() < prob:
-        n_hat = int(rng.choice(space.n_hat))
-    t = parent.attention_scale
-    if space.attention == "search" and t is not None and rng.random() < prob:
-        lo, hi = space.attention_bounds
-        t = round(float(np.clip(t * np.exp(0.03 * rng.standard_normal()), lo, hi)), 4)
+    n_hat, t = _mutate_extras(parent, space, rng, prob, local=True)
     return Genome(f, n_hat, t, c)
 
 
@@ -282,11 +288,5 @@ def sample_around(
     draw = np.exp(mean[start:] + std[start:] * rng.standard_normal(f.size - start))
     f[start:] = np.sort(np.clip(draw, space.low, space.high))
     f = space.complete(f, c)
-    t = donor.attention_scale
-    if space.attention == "search" and t is not None and rng.random() < prob:
-        lo, hi = space.attention_bounds
-        t = round(float(np.clip(t * np.exp(0.03 * rng.standard_normal()), lo, hi)), 4)
-    n_hat = donor.n_hat
-    if len(space.n_hat) > 1 and rng.random() < prob:
-        n_hat = int(rng.choice(space.n_hat))
+    n_hat, t = _mutate_extras(donor, space, rng, prob, local=True)
     return Genome(f, n_hat, t, c)
