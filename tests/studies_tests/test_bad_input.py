@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from longrope_opt.cli import main
+from longrope_opt.objectives import OBJECTIVES
 from tests.conftest import build_tiny_model
 from tests.conftest import save_tiny_model_dir
 from tests.conftest import write_tiny_corpus
@@ -112,7 +113,7 @@ CASES = {
     "samples shorter than target": "has 0 document(s) of >= 4096 tokens, need k=2",
     "unknown corpus path": "`corpus` path '/no/such/folder' does not exist",
     "unknown corpus dataset": "could not read `corpus` dataset 'no_such_dataset_xyz'",
-    "unknown objective": "unknown objective 'nope' for `--objective`; available: passkey, perplexity",
+    "unknown objective": f"unknown objective 'nope' for `--objective`; available: {', '.join(sorted(OBJECTIVES))}",
     "unknown sampler": "unknown sampler 'nope' for `--sampler` (did you mean 'ngopt'?); available: cma, cmaes",
     "malformed storage url": "`storage` must be a database URL",
     "unreachable database": "cannot open `storage`",

@@ -16,6 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from longrope_opt.cli import main
+from longrope_opt.objectives import OBJECTIVES
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +150,7 @@ def test_unknown_objective_lists_known_ones(tiny_model_dir, tiny_corpus, tmp_pat
         )
         == 2
     )
-    assert "unknown objective 'nope' for `--objective`; available: passkey, perplexity" in capsys.readouterr().err
+    assert f"unknown objective 'nope' for `--objective`; available: {', '.join(sorted(OBJECTIVES))}" in capsys.readouterr().err
 
 
 def test_plugin_objective_from_installed_package_runs_by_name(
