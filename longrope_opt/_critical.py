@@ -81,3 +81,20 @@ def seed_tails(
         ("ntk-cd", with_ramp(ntk, c0), c0),
         ("yarn-cd-low", with_ramp(flat, low_c), low_c),
     ]
+
+
+def tail_to_factors(tail: np.ndarray, n: int, first: int, critical: int) -> np.ndarray:
+    """Every λ from a trial's λ parameters (indices `first` … n − 1): the ramp below c."""
+    f = np.ones(n)
+    f[first:] = tail
+    return with_ramp(f, critical)
+
+
+def factors_to_tail(
+    factors: np.ndarray, first: int, critical: int, low: float, high: float
+) -> np.ndarray:
+    """λ parameters (indices `first` … n − 1) of every λ; those below c are the ramp, unused by
+    `tail_to_factors`, and stored clipped to [low, high] so they are valid parameters."""
+    values = np.asarray(factors, dtype=np.float64)[first:]
+    below = np.arange(first, first + values.size) < critical
+    return np.where(below, np.clip(values, low, high), values)

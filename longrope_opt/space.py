@@ -12,6 +12,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -24,12 +25,14 @@ from longrope_opt._critical import CRITICAL
 from longrope_opt._critical import DEFAULT_CRITICAL_RADIUS
 from longrope_opt._critical import SHAPES
 from longrope_opt._critical import critical_range
-from longrope_opt._critical import seed_tails
+from longrope_opt._critical import factors_to_tail
 from longrope_opt._critical import sorted_tail
+from longrope_opt._critical import tail_to_factors
 from longrope_opt._critical import with_ramp
+from longrope_opt._seeds import seed_params
+from longrope_opt._seeds import seed_scalings
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
-from longrope_opt.rope import METHODS
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import compose
@@ -75,10 +78,9 @@ class SearchSpace:
         base_length: The length `base` extends to (the fine-tuning length); needed with `base`.
         attention_value: A fixed t that overrides the `attention` rule (e.g. the long factors'
             t for a short search, since transformers' longrope has one attention factor).
-        shape: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2:
-            the critical dimension c is searched in c₀ ± `critical_radius`, λ from c on in
-            [s, lambda_high] with lambda_high defaulting to 2s, an NTK-style ramp below; see
-            `longrope_opt._critical`). The critical shape is for a first search only.
+        shape: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2,
+            first searches only; see `longrope_opt._critical`: c searched in c₀ ±
+            `critical_radius`, λ from c on in [s, lambda_high = 2s], a ramp below).
         critical_radius: How far c may move from the theoretical c₀ (critical shape only).
     """
 
@@ -96,6 +98,10 @@ class SearchSpace:
     attention_value: float | None = None
     shape: str = "full"
     critical_radius: int = DEFAULT_CRITICAL_RADIUS
+    # Computed once: every decode/encode of a critical-shape trial asks for it.
+    _critical_bounds: tuple[int, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         s = self._relative_scale()
@@ -108,7 +114,8 @@ class SearchSpace:
                     f"{self.spec.original_length} (no --base, no --recovery); got target_length "
                     f"{self.target_length}{' and a base' if self.base is not None else ''}."
                 )
-            critical_range(self.spec, self.critical_radius)  # validates
+            bounds = critical_range(self.spec, self.critical_radius)  # validates
+            object.__setattr__(self, "_critical_bounds", bounds)
         if self.lambda_high is None:
             cap = 2.0 if self.shape == "critical" else 1.25
             object.__setattr__(self, "lambda_high", round(cap * s, 10))
@@ -162,9 +169,7 @@ class SearchSpace:
     @property
     def critical_bounds(self) -> tuple[int, int] | None:
         """``(lowest, highest)`` searched critical dimension; None in the full shape."""
-        if self.shape != "critical":
-            return None
-        return critical_range(self.spec, self.critical_radius)
+        return self._critical_bounds
 
     @property
     def param_names(self) -> list[str]:
@@ -234,44 +239,14 @@ class SearchSpace:
         return dataclasses.replace(self.spec, original_length=int(self.base_length))
 
     def seed_scalings(self) -> list[tuple[str, RopeScaling]]:
-        """The evolution's seeds, as λ in this space's terms (relative to `base` if any).
-
-        PI, NTK and YaRN for the relative extension; for a short search (no extension to seed
-        from): λ = 1, NTK's shape and a linear ramp, each reaching the cap.
-        """
-        if self.shape == "critical":
-            raise InvalidArgumentError(
-                "the critical shape's seeds carry a critical dimension: use `seed_params`."
-            )
-        if not self.is_short:
-            rel = self.relative_spec
-            seeds = [(m, METHODS[m](rel, self.target_length)) for m in ("pi", "ntk", "yarn")]
-            return [(m, RopeScaling(self.snap_bounds(sc.factors), method=m)) for m, sc in seeds]
-        n, cap = self.spec.n_factors, self.high
-        d = 2 * n
-        ramp = np.arange(n, dtype=np.float64) / max(n - 1, 1)
-        return [
-            ("none", RopeScaling(np.full(n, self.lambda_low), method="none")),
-            ("ntk", RopeScaling(cap ** (np.arange(n) * 2.0 / (d - 2)), method="ntk")),
-            (
-                "linear",
-                RopeScaling(self.lambda_low + ramp * (cap - self.lambda_low), method="linear"),
-            ),
-        ]
+        """The evolution's seeds, as λ in this space's terms (relative to `base` if any): PI,
+        NTK and YaRN, or for a short search λ = 1, NTK's shape and a linear ramp."""
+        return seed_scalings(self)
 
     def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
-        """``[(name, params)]`` of the evolution's seeds, ready for `study.enqueue_trial`:
-        `seed_scalings` in trial terms, or in the critical shape YaRN and NTK with the critical
-        dimension corrected (`longrope_opt._critical.seed_tails`)."""
-        bounds = self.critical_bounds
-        if bounds is None:
-            return [(m, self.to_params(sc)) for m, sc in self.seed_scalings()]
-        s, L = self.spec.scale(self.target_length), self.spec.original_length
-        t = ATTENTION_RULES["yarn"](s, L) if self.attention == "search" else None
-        return [
-            (name, self.encode(f, self.n_hat[0], t, critical=c))
-            for name, f, c in seed_tails(self.spec, s, self.high, bounds[0])
-        ]
+        """``[(name, params)]`` of the seeds, ready for `study.enqueue_trial` (the critical
+        shape's carry c: YaRN and NTK with the critical dimension corrected)."""
+        return seed_params(self)
 
     def snap_bounds(self, values: np.ndarray) -> np.ndarray:
         """Clip to [lambda_low, lambda_high] without rounding (seeds stay exact inside)."""
@@ -336,9 +311,8 @@ class SearchSpace:
             critical = self.critical_of(params)
             if critical is None:
                 return None
-            factors = np.ones(self.spec.n_factors)
-            factors[bounds[0] :] = [float(params[name]) for name in self.param_names]
-            factors = with_ramp(factors, critical)
+            tail = np.array([float(params[name]) for name in self.param_names])
+            factors = tail_to_factors(tail, self.spec.n_factors, bounds[0], critical)
         # A fixed n̂ / t is a property of the space: it wins over whatever the params carry.
         n_hat = int(params[N_HAT]) if len(self.n_hat) > 1 and N_HAT in params else self.n_hat[0]
         t = params.get(ATTENTION_SCALE) if self.attention == "search" else None
@@ -364,10 +338,8 @@ class SearchSpace:
         else:
             if critical is None:
                 raise InvalidArgumentError("the critical shape needs `critical` to encode λ.")
-            values = np.asarray(factors, dtype=np.float64)[bounds[0] :]
             c = min(max(int(critical), bounds[0]), bounds[1])
-            below = np.arange(bounds[0], self.spec.n_factors) < c
-            values = np.where(below, np.clip(values, self.low, self.high), values)
+            values = factors_to_tail(factors, bounds[0], c, self.low, self.high)
             params = {n: float(v) for n, v in zip(self.param_names, values)}
             params[CRITICAL] = c
         if len(self.n_hat) > 1:

@@ -16,6 +16,7 @@ from longrope_opt.objectives._needle import needle_prompts
 from longrope_opt.objectives._needle import prompts_hash
 from longrope_opt.objectives._perplexity import _layer_progress
 from longrope_opt.objectives._perplexity import _maybe_patch
+from longrope_opt.objectives._perplexity import _safe_exp
 from longrope_opt.objectives._perplexity_objective import suggest_scaling
 from longrope_opt.space import SearchSpace
 
@@ -153,7 +154,7 @@ class NeedlePerplexityObjective:
                         trial.report(per_prompt[-1], step=i)
                     if trial.should_prune():
                         raise optuna.TrialPruned(f"pruned after {i + 1} needle prompt(s)")
-        value = math.exp(nll_sum / tokens) if nll_sum / tokens < 700 else math.inf
+        value = _safe_exp(nll_sum / tokens)
         if not math.isfinite(value):
             trial.set_user_attr("failure", f"non-finite needle perplexity ({value})")
             return math.nan
