@@ -64,6 +64,11 @@ def main() -> None:
     parser.add_argument("--held-out", type=int, default=2, help="reference documents")
     parser.add_argument("--skip-tokens", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--without", nargs="*", default=[], metavar="PREFIX",
+        help="leave out variants whose name starts with PREFIX (e.g. 'needle full': at 32k it is "
+        "four 32k forwards per candidate)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     import torch
@@ -105,6 +110,9 @@ def main() -> None:
         f"needle full 1x4x{L}": lambda: needle(needle_full),
         f"needle skip 2x4x{K}": lambda: needle(needle_skip),
     }
+    variants = {k: v for k, v in variants.items() if not any(k.startswith(p) for p in args.without)}
+    if "reference" not in variants:
+        parser.error("--without: the reference cannot be left out")
     out = ROOT / "bench" / "results" / f"proxy-{L}.jsonl"
     done = {}
     if out.exists():
@@ -138,7 +146,7 @@ def table(done: dict, n: int, variants: list, length: int) -> None:
     ref = np.array([done[(i, "reference")]["value"] for i in ids])
     best = ref.min()
     near = [k for k, v in enumerate(ref) if v <= 1.03 * best]
-    needle_ref = next(v for v in variants if v.startswith("needle full"))
+    needle_ref = next((v for v in variants if v.startswith("needle full")), None)
     rng = np.random.default_rng(0)
     print(f"\n{len(ids)} candidates at {length} ({len(near)} within 3 % of the best reference "
           f"perplexity {best:.3f}); ρ = Spearman, [bootstrap 95 % over candidates]")  # fmt: skip
@@ -155,8 +163,10 @@ def table(done: dict, n: int, variants: list, length: int) -> None:
                 boots.append(spearmanr(ref[k], vals[k]).statistic)
         lo, hi = np.nanpercentile(boots, [2.5, 97.5])
         rho_near = spearmanr(ref[near], vals[near]).statistic if len(near) > 2 else math.nan
-        nref = np.array([done[(i, needle_ref)]["value"] for i in ids])
-        rho_n = spearmanr(nref, vals).statistic if v.startswith("needle") else math.nan
+        rho_n = math.nan
+        if needle_ref is not None and v.startswith("needle"):
+            nref = np.array([done[(i, needle_ref)]["value"] for i in ids])
+            rho_n = spearmanr(nref, vals).statistic
         print(f"{v:<26}{secs:8.1f}{rho:10.3f}   [{lo:5.2f}, {hi:5.2f}]{rho_near:8.3f}{rho_n:18.3f}")
 
 

@@ -8,7 +8,7 @@ Three stages, each resumable (rerun the same command; every result is kept as it
    search (full space, the paper's operators) on the same objective, documents and budget;
 2. rerank — the top `--rerank` trials of each study re-evaluated at full fidelity (perplexity of
    the search documents at the full target length); the winner is chosen on that, and the
-   re-ranking is stored in the study (user attr ``longrope_opt:rerank``);
+   re-ranking is stored in the study (`rerank_study`, user attr ``longrope_opt:rerank``);
 3. table — on `--held-out` documents no search saw: perplexity at the target, and passkey
    accuracy (`--keys` keys at L/2 and L) for none, PI, NTK, YaRN, YaRN/NTK with the
    critical-dimension correction, the plain search and the new one; paired differences against
@@ -33,7 +33,6 @@ import numpy as np
 
 
 ROOT = Path(__file__).resolve().parents[1]
-RERANK_KEY = "longrope_opt:rerank"
 
 
 def parse() -> argparse.Namespace:
@@ -78,22 +77,16 @@ def configs(args: argparse.Namespace, held: list[str]) -> dict:
 
 
 def rerank(study, model, docs, top: int) -> tuple:
-    """Full-length perplexity of the study's `top` best trials, stored in the study."""
-    from optuna.trial import TrialState
-
+    """Full-length perplexity of the study's `top` best trials, stored in the study (resumable)."""
     from longrope_opt.objectives import evaluate_perplexity
-    from longrope_opt.studies import space_of_study
+    from longrope_opt.studies import rerank_study
 
-    space = space_of_study(study)
-    done = dict(study.user_attrs.get(RERANK_KEY, {}))
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    for t in sorted(complete, key=lambda t: t.value)[:top]:
-        if str(t.number) not in done:
-            done[str(t.number)] = evaluate_perplexity(model, docs, space.to_scaling(t.params)).ppl
-            study.set_user_attr(RERANK_KEY, done)  # after each: an interruption loses one
-            print(f"  rerank {study.study_name} trial {t.number}: {done[str(t.number)]:.4f}")
-    number = int(min(done, key=done.get))
-    return space.to_scaling(study.trials[number].params), number
+    def full(scaling) -> float:
+        value = evaluate_perplexity(model, docs, scaling).ppl
+        print(f"  rerank {study.study_name}: {value:.4f}")
+        return value
+
+    return rerank_study(study, full, top=top)
 
 
 def bootstrap(diffs: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:

@@ -32,6 +32,8 @@ EXAMPLES = """examples:
   longrope-opt search --model ft-16k/ --base config --target-length 32768 --study-name ft-32k
   # LongRoPE2's space (critical dimension searched) and needle-driven perplexity, at 4x
   longrope-opt search --space critical --objective needle-ppl --target-length 32768 --study-name smol-32k-cd
+  # search on the cheap skip proxy, then re-rank its 4 best at full length (the winner exported)
+  longrope-opt search --mode skip --target-length 32768 --n-trials 200 --rerank 4 --study-name smol-32k-skip
   # short-context recovery: short factors at the trained length, lower cap, the long factors' t
   longrope-opt search --model ft-16k/ --recovery --target-length 8192 --lambda-max 1.5 --n-hat 0 --attention 1.0377
 """
@@ -64,12 +66,29 @@ def add_parser(sub: Any) -> None:
         help=f"objective name (default perplexity): {OBJECTIVES.help_text()}",
     )
     study.add_argument(
+        "--mode",
+        default=None,
+        help="the objective's mode (perplexity: truncate (default), skip; needle-ppl: full "
+        "(default), skip): skip = SKIP_TOKENS real tokens at positions spread to L', a cheap proxy",
+    )
+    study.add_argument(
+        "--skip-tokens", type=int, default=None, help="real tokens per sample with --mode skip"
+    )
+    study.add_argument(
         "--sampler", default="longrope", help=f"sampler name: {SAMPLERS.help_text()}"
     )
     study.add_argument(
         "--seed-all",
         action="store_true",
         help="enqueue the PI/NTK/YaRN seeds whatever --sampler is (the evolution always has them)",
+    )
+    study.add_argument(
+        "--rerank",
+        type=int,
+        default=0,
+        metavar="K",
+        help="after the trials, re-evaluate the K best at full fidelity (perplexity at the full "
+        "target length) and choose the winner on that; for a proxy objective (default 0: off)",
     )
     add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
@@ -128,8 +147,20 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         sampler=args.sampler,
         sampler_options=evolution_kwargs(args) if args.sampler in EVOLUTION_SAMPLERS else {},
         objective=args.objective,
+        objective_options=objective_options(args),
         seed_all=args.seed_all,
     )
+
+
+def objective_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--mode / --skip-tokens as objective options (absent: the objective's defaults, so a study
+    made without them resumes unchanged)."""
+    options: dict[str, Any] = {}
+    if args.mode is not None:
+        options["mode"] = args.mode
+    if args.skip_tokens is not None:
+        options["skip_tokens"] = args.skip_tokens
+    return options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         fuse=args.fuse,
         heartbeat_interval=args.heartbeat_interval,
         store_total=True,
+        rerank=args.rerank,
     )
 
 
@@ -199,3 +231,13 @@ def print_summary(study: Any) -> None:
             f"{t.user_attrs.get('attention_scale', 1.0):>8.4f}{rel:>13.2f}%"
         )
     print(f"({len(complete)} completed trials)")
+    from longrope_opt.studies import RERANK_KEY
+    from longrope_opt.studies import reranked_best
+
+    reranked = reranked_best(study)
+    if reranked is not None:
+        values = study.user_attrs[RERANK_KEY]
+        print(f"re-ranked at full fidelity ({len(values)} trials, lower is better):")
+        for number, value in sorted(values.items(), key=lambda kv: kv[1]):
+            mark = "  <- winner (exported)" if int(number) == reranked[1].number else ""
+            print(f"  trial {int(number):>5}  {value:.4f}{mark}")

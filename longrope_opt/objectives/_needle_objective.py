@@ -113,7 +113,7 @@ class NeedlePerplexityObjective:
                 "skip_tokens, seed."
             )
         if mode not in MODES:
-            raise InvalidArgumentError(f"`mode` must be one of {list(MODES)}, got {mode!r}.")
+            raise InvalidArgumentError(f"`--mode` must be one of {list(MODES)}, got {mode!r}.")
         if len(depths) < 4 or any(not 0.0 <= float(d) <= 1.0 for d in depths):
             raise InvalidArgumentError(
                 f"`depths` must be at least 4 numbers in [0, 1], got {list(depths)!r}."
@@ -124,7 +124,7 @@ class NeedlePerplexityObjective:
             or not 64 <= skip_tokens <= target_length
         ):
             raise InvalidArgumentError(
-                f"`skip_tokens` must be an integer in [64, --target-length = {target_length}], "
+                f"`--skip-tokens` must be an integer in [64, --target-length = {target_length}], "
                 f"got {skip_tokens!r}."
             )
 

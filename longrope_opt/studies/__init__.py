@@ -22,6 +22,9 @@ from longrope_opt.studies._export import load_named_study
 from longrope_opt.studies._export import space_of_study
 from longrope_opt.studies._provenance import build_provenance
 from longrope_opt.studies._provenance import provenance_of
+from longrope_opt.studies._rerank import RERANK_KEY
+from longrope_opt.studies._rerank import rerank_study
+from longrope_opt.studies._rerank import reranked_best
 from longrope_opt.studies._run import finished_trials
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
@@ -43,6 +46,7 @@ __all__ = [
     "BASE_ATTR",
     "CONFIG_KEY",
     "DEFAULT_STORAGE",
+    "RERANK_KEY",
     "TOTAL_KEY",
     "SearchConfig",
     "SearchResult",
@@ -64,6 +68,8 @@ __all__ = [
     "open_study",
     "pending_studies",
     "provenance_of",
+    "rerank_study",
+    "reranked_best",
     "read_comparison",
     "resolve_base",
     "resolve_storage_url",

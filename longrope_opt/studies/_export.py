@@ -88,10 +88,16 @@ def space_of_study(study: optuna.Study, trial: Any = None) -> SearchSpace:
 def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenTrial]:
     """The best trial's `RopeScaling`, exactly as the objective evaluated it.
 
-    The study's own `SearchSpace` converts the trial's params (`SearchSpace.to_scaling`): a
+    The best trial is the re-ranked winner when the study was re-ranked (`rerank_study`: the
+    search's top trials evaluated at full fidelity), else `study.best_trial`. The study's own `SearchSpace` converts the trial's params (`SearchSpace.to_scaling`): a
     baseline's non-monotone proposal is repaired as it was evaluated, and for a secondary
     search the factors are composed with the base stage, i.e. absolute.
     """
+    from longrope_opt.studies._rerank import reranked_best
+
+    reranked = reranked_best(study)
+    if reranked is not None:
+        return dataclasses.replace(reranked[0], method="searched"), reranked[1]
     try:
         best = study.best_trial
     except ValueError:
@@ -111,6 +117,7 @@ def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
         **scaling.to_dict(),
         "value": best.value,
         "trial": best.number,
+        **_rerank_value(study, best.number),
         "study": study.study_name,
         "target_length": prov.get("target_length"),
         "provenance": prov,
@@ -127,6 +134,13 @@ def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
         raise InvalidArgumentError(f"best value of study {study.study_name!r} is not finite.")
     Path(path).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _rerank_value(study: optuna.Study, number: int) -> dict[str, float]:
+    from longrope_opt.studies._rerank import RERANK_KEY
+
+    value = (study.user_attrs.get(RERANK_KEY) or {}).get(str(number))
+    return {} if value is None else {"rerank_value": float(value)}
 
 
 #: Largest λ a factor file may hold: far past any real extension, so a larger value is a typo.

@@ -22,6 +22,7 @@ from longrope_opt.studies._config import CONFIG_KEY
 from longrope_opt.studies._config import LEGACY_CONFIG_KEY
 from longrope_opt.studies._config import SearchConfig
 from longrope_opt.studies._provenance import provenance_of
+from longrope_opt.studies._rerank import rerank_study
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
 from longrope_opt.studies._stages import base_from_record
@@ -69,6 +70,7 @@ def run_search(
     graceful_interrupt: bool = False,
     model: Any = None,
     tokenizer: Any = None,
+    rerank: int = 0,
 ) -> SearchResult:
     """Create or resume the study of `config` and run it until it holds `n_trials` trials.
 
@@ -95,6 +97,11 @@ def run_search(
         graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
         model: A loaded model for `config.model` (comparisons reuse one across studies).
         tokenizer: Its tokenizer (with `model`).
+        rerank: After the trials, re-evaluate the study's `rerank` best trials at full fidelity
+            (perplexity of `config.samples` search documents at the full target length) and
+            store the values in the study (`RERANK_KEY`); `best_scaling` and `export_best` then
+            choose the winner on them. For a search on a cheap proxy (``mode="skip"``,
+            ``needle-ppl``); 0 (default) skips it. Already re-ranked trials are not re-run.
 
     Returns:
         A `SearchResult`.
@@ -112,6 +119,8 @@ def run_search(
 
     if n_trials is not None and (isinstance(n_trials, bool) or n_trials < 1):
         raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {n_trials}.")
+    if isinstance(rerank, bool) or not isinstance(rerank, int) or rerank < 0:
+        raise InvalidArgumentError(f"`--rerank` must be an integer >= 0, got {rerank!r}.")
     if timeout is not None and not timeout >= 0:
         raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
     if study_name is not None and not study_name.strip():
@@ -195,7 +204,26 @@ def run_search(
             show_progress_bar=progress,
             graceful_interrupt=graceful_interrupt,
         )
-    return SearchResult(study, config, done, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if rerank and study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        _rerank(study, config, model, tokenizer, rerank, progress)
+    return SearchResult(study, config, done, seconds)
+
+
+def _rerank(
+    study: optuna.Study, config: SearchConfig, model: Any, tokenizer: Any, top: int, progress: bool
+) -> None:
+    # Full fidelity = what users check: perplexity over whole target-length windows of the
+    # search's own documents (held-out ones stay excluded).
+    from longrope_opt.data import load_samples
+    from longrope_opt.objectives import evaluate_perplexity
+
+    docs = load_samples(
+        config.corpus, tokenizer, config.target_length, config.samples, config.seed,
+        exclude=config.exclude_docs,
+    )  # fmt: skip
+    rerank_study(study, lambda s: evaluate_perplexity(model, docs, s).ppl, top=top,
+                 progress=progress)  # fmt: skip
 
 
 def _has_rope(model_config: Any) -> bool:

@@ -187,9 +187,9 @@ def test_objective_reports_each_prompt_and_stores_what_it_scored(tmp_path) -> No
     [
         ({"depths": (0.1, 0.5, 0.9)}, "`depths` must be at least 4"),
         ({"depths": (0.1, 0.5, 0.9, 1.2)}, "`depths` must be at least 4"),
-        ({"mode": "half"}, "`mode` must be one of"),
-        ({"mode": "skip", "skip_tokens": 10}, "`skip_tokens` must be an integer in"),
-        ({"mode": "skip", "skip_tokens": 5000}, "`skip_tokens` must be an integer in"),
+        ({"mode": "half"}, "`--mode` must be one of"),
+        ({"mode": "skip", "skip_tokens": 10}, "`--skip-tokens` must be an integer in"),
+        ({"mode": "skip", "skip_tokens": 5000}, "`--skip-tokens` must be an integer in"),
         ({"needles": 3}, "unknown needle-ppl option"),
     ],
 )
