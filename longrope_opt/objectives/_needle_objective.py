@@ -17,6 +17,10 @@ from longrope_opt.objectives._needle import prompts_hash
 from longrope_opt.objectives._perplexity import _layer_progress
 from longrope_opt.objectives._perplexity import _maybe_patch
 from longrope_opt.objectives._perplexity import _safe_exp
+from longrope_opt.models import reset_peak_memory
+from longrope_opt.objectives._perplexity_objective import OUT_OF_MEMORY
+from longrope_opt.objectives._perplexity_objective import fail_out_of_memory
+from longrope_opt.objectives._perplexity_objective import record_peak_memory
 from longrope_opt.objectives._perplexity_objective import suggest_scaling
 from longrope_opt.space import SearchSpace
 
@@ -139,6 +143,21 @@ class NeedlePerplexityObjective:
         scaling = suggest_scaling(trial, self.space)
         if PROMPTS_KEY not in trial.study.user_attrs:
             trial.study.set_user_attr(PROMPTS_KEY, self.description)
+        device = self.model.get_output_embeddings().weight.device
+        reset_peak_memory(device)
+        try:
+            nll_sum, tokens = self._score(trial, scaling)
+        except OUT_OF_MEMORY as exc:
+            return fail_out_of_memory(trial, exc)
+        record_peak_memory(trial, device)
+        value = _safe_exp(nll_sum / tokens)
+        if not math.isfinite(value):
+            trial.set_user_attr("failure", f"non-finite needle perplexity ({value})")
+            return math.nan
+        return value
+
+    def _score(self, trial: optuna.Trial, scaling: Any) -> tuple[float, int]:
+        # Every prompt under one patch; reported one by one (paired values for WilcoxonPruner).
         nll_sum, tokens, correct, per_prompt = 0.0, 0, 0, []
         layers = len(self.prompts) if self.progress else 0
         with torch.inference_mode(), _maybe_patch(self.model, scaling):
@@ -154,8 +173,4 @@ class NeedlePerplexityObjective:
                         trial.report(per_prompt[-1], step=i)
                     if trial.should_prune():
                         raise optuna.TrialPruned(f"pruned after {i + 1} needle prompt(s)")
-        value = _safe_exp(nll_sum / tokens)
-        if not math.isfinite(value):
-            trial.set_user_attr("failure", f"non-finite needle perplexity ({value})")
-            return math.nan
-        return value
+        return nll_sum, tokens

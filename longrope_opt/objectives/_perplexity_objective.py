@@ -172,21 +172,35 @@ class PerplexityObjective:
                 on_sample=report,
                 progress=self.progress,
             )
-        except (torch.OutOfMemoryError, MemoryError) as exc:
-            # This candidate did not fit (the patch is already undone): fail the trial, keep the
-            # study and the worker going; the next trial starts from freed memory.
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            trial.set_user_attr("failure", f"out of memory: {first[:200]}")
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            return math.nan
-        peak = peak_memory_mb(device)
-        if peak is not None:  # CUDA: what this candidate needed, for sizing the next run
-            trial.set_user_attr("peak_gpu_memory_mb", round(peak, 1))
+        except OUT_OF_MEMORY as exc:
+            return fail_out_of_memory(trial, exc)
+        record_peak_memory(trial, device)
         if not math.isfinite(result.ppl):
             trial.set_user_attr("failure", f"non-finite perplexity ({result.ppl})")
             return math.nan  # Optuna fails the trial and the study goes on
         return result.ppl
+
+
+#: What a candidate too large for the device raises (CUDA; host memory on CPU).
+OUT_OF_MEMORY = (torch.OutOfMemoryError, MemoryError)
+
+
+def fail_out_of_memory(trial: optuna.Trial, exc: BaseException) -> float:
+    """This candidate did not fit (the patch is already undone by its context manager): fail
+    the trial with the reason stored, keep the study and the worker going; the next trial starts
+    from freed memory. Returns NaN, which Optuna records as a failed trial."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    trial.set_user_attr("failure", f"out of memory: {first[:200]}")
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return math.nan
+
+
+def record_peak_memory(trial: optuna.Trial, device: torch.device) -> None:
+    """CUDA: what this candidate needed (user attr), for sizing the next run; CPU: nothing."""
+    peak = peak_memory_mb(device)
+    if peak is not None:
+        trial.set_user_attr("peak_gpu_memory_mb", round(peak, 1))
 
 
 def _record(trial: optuna.Trial, result: PerplexityResult) -> None:

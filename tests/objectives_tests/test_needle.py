@@ -196,3 +196,44 @@ def test_objective_reports_each_prompt_and_stores_what_it_scored(tmp_path) -> No
 def test_bad_options_fail_before_any_model(options, message) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         NeedlePerplexityObjective.validate(4096, **options)
+
+
+def test_out_of_memory_fails_only_that_trial_and_undoes_the_patch(tmp_path, monkeypatch) -> None:
+    from longrope_opt.objectives import _needle_objective
+
+    model = build_tiny_model("llama")
+
+    class Words:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [3 + (sum(map(ord, w)) % 120) for w in text.split()]}
+
+        def batch_decode(self, batch):
+            return [". " if b[0] % 7 == 0 else " w" for b in batch]
+
+    spec = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
+    space = SearchSpace(spec, 256, n_hat=(0,))
+    docs = [torch.randint(3, 128, (256,), generator=torch.Generator().manual_seed(0))]
+    objective = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words())
+    real = _needle_objective.needle_nll
+    with torch.inference_mode():
+        unpatched = real(model, objective.prompts[0])[0]
+    calls = []
+
+    def sometimes_oom(m, prompt):  # trial 1's second prompt runs out of memory
+        calls.append(1)
+        if len(calls) == 6:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+        return real(m, prompt)
+
+    monkeypatch.setattr(_needle_objective, "needle_nll", sometimes_oom)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'oom.db'}",
+                                sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    study.optimize(objective, n_trials=3)
+    states = [t.state for t in study.trials]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
+                      optuna.trial.TrialState.COMPLETE]  # fmt: skip
+    assert study.trials[1].user_attrs["failure"].startswith("out of memory: CUDA out of memory")
+    # the failed trial's patch was undone: the model scores exactly as it did unpatched
+    with torch.inference_mode():
+        assert real(model, objective.prompts[0])[0] == unpatched
+    assert study.trials[2].value != study.trials[0].value  # and later trials were really patched
