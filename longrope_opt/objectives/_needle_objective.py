@@ -10,6 +10,7 @@ import optuna
 import torch
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import reset_peak_memory
 from longrope_opt.objectives._needle import DEFAULT_DEPTHS
 from longrope_opt.objectives._needle import needle_nll
 from longrope_opt.objectives._needle import needle_prompts
@@ -17,7 +18,6 @@ from longrope_opt.objectives._needle import prompts_hash
 from longrope_opt.objectives._perplexity import _layer_progress
 from longrope_opt.objectives._perplexity import _maybe_patch
 from longrope_opt.objectives._perplexity import _safe_exp
-from longrope_opt.models import reset_peak_memory
 from longrope_opt.objectives._perplexity_objective import OUT_OF_MEMORY
 from longrope_opt.objectives._perplexity_objective import fail_out_of_memory
 from longrope_opt.objectives._perplexity_objective import record_peak_memory
