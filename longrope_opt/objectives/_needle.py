@@ -1,8 +1,9 @@
 """Needle-driven perplexity (LongRoPE2, Shang et al. 2025, §3.1): prompts and their evaluation.
 
 A real long document with one needle sentence ("The special magic number is 4829137.") at a
-given depth, snapped to a sentence or line boundary, then a question at the end; only the
-answer's tokens are scored. Plain perplexity is dominated by local context, which any scaling
+given depth, snapped to a sentence end within 2 % of it (else the nearest line start, for code
+and hard-wrapped text, with a line break after the needle so it never runs into the next word),
+then a question at the end; only the answer's tokens are scored. Plain perplexity is dominated by local context, which any scaling
 that keeps the short-range frequencies gets right; the answer can only be predicted by
 attending back to the needle, which is what an extension has to preserve.
 
@@ -72,18 +73,38 @@ def sentence_starts(tokenizer: Any, ids: Sequence[int]) -> np.ndarray:
     """Indices j where a line or sentence starts: token j − 1 holds a newline, or ends with
     ``. ! ?`` and token j starts with white space (so ``self.x`` in code is no boundary).
     Sorted; may be empty."""
-    pieces = tokenizer.batch_decode([[int(i)] for i in ids])
-    starts = [
-        j
-        for j in range(1, len(pieces))
-        if "\n" in pieces[j - 1]
-        or (pieces[j - 1].endswith(_ENDS) and pieces[j][:1].isspace())
-    ]
-    return np.asarray(starts, dtype=np.int64)
+    return _starts(tokenizer.batch_decode([[int(i)] for i in ids]))[0]
+
+
+def _starts(pieces: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    # (every line or sentence start, the sentence starts among them): in hard-wrapped prose a
+    # line start is usually mid-sentence, so the needle prefers a sentence end when one is near.
+    every, sentence = [], []
+    for j in range(1, len(pieces)):
+        prev = pieces[j - 1]
+        ends = prev.endswith(_ENDS) and pieces[j][:1].isspace()
+        line = "\n" in prev
+        if ends or line:
+            every.append(j)
+        before = prev.split("\n")[0].rstrip() or (pieces[j - 2].rstrip() if j >= 2 else "")
+        if ends or (line and (prev.count("\n") >= 2 or before.endswith(_ENDS))):
+            sentence.append(j)
+    return np.asarray(every, dtype=np.int64), np.asarray(sentence, dtype=np.int64)
+
+
+def _boundary(tokenizer: Any, ids: Sequence[int], target: int, low: int, high: int) -> int:
+    # The sentence start nearest `target` within 2 % of the text (≥ 32 tokens), else the nearest
+    # line or sentence start in [low, high], else `target` itself (clipped).
+    every, sentence = _starts(tokenizer.batch_decode([[int(i)] for i in ids]))
+    near = max(32, len(ids) // 50)
+    close = sentence[(sentence >= max(low, target - near)) & (sentence <= min(high, target + near))]
+    if close.size:
+        return int(close[np.argmin(np.abs(close - target))])
+    return _snap(every, target, low, high)
 
 
 def _snap(starts: np.ndarray, target: int, low: int, high: int) -> int:
-    # The sentence start nearest `target` inside [low, high]; `target` itself when none is.
+    # The start nearest `target` inside [low, high]; `target` itself when none is.
     inside = starts[(starts >= low) & (starts <= high)]
     if inside.size == 0:
         return int(min(max(target, low), high))
@@ -95,6 +116,14 @@ def _pieces(tokenizer: Any, number: str) -> tuple[list[int], list[int], list[int
     question = _encode(tokenizer, "\n" + QUESTION)
     answer = _encode(tokenizer, " " + number)
     return needle, question, answer
+
+
+def _separator(tokenizer: Any, following: int) -> list[int]:
+    # [] when the token after the needle starts with white space; else one line-break token.
+    if tokenizer.batch_decode([[int(following)]])[0][:1].isspace():
+        return []
+    newline = _encode(tokenizer, "\n")
+    return newline[:1]
 
 
 def _check(number: str, depth: float) -> None:
@@ -115,18 +144,23 @@ def build_needle_prompt(
     number = str(number)
     _check(number, depth)
     needle, question, answer = _pieces(tokenizer, number)
-    body = length - len(needle) - len(question) - len(answer)
+    body = length - len(needle) - len(question) - len(answer) - 1  # - 1: see below
     if body < 1:
         raise InvalidArgumentError(
             f"`length` must be >= {length - body + 1} (needle + question + answer), got {length}."
         )
-    if len(doc) < body:
+    if len(doc) < body + 1:
         raise InvalidArgumentError(
-            f"the document has {len(doc)} tokens; a {length}-token needle prompt needs {body}."
+            f"the document has {len(doc)} tokens; a {length}-token needle prompt needs {body + 1}."
         )
-    text = [int(t) for t in doc[:body]]
-    at = _snap(sentence_starts(tokenizer, text), round(depth * body), 1, body)
-    ids = text[:at] + needle + text[at:] + question + answer
+    # One token of the document is held back: it is spent on a line break after the needle
+    # when the text it precedes does not start with white space (a hard-wrapped line), so the
+    # needle never runs into the next word; otherwise the document keeps it.
+    text = [int(t) for t in doc[: body + 1]]
+    at = _boundary(tokenizer, text[:body], round(depth * body), 1, body)
+    after = _separator(tokenizer, text[at])
+    kept = text[: body + 1 - len(after)]
+    ids = kept[:at] + needle + after + kept[at:] + question + answer
     end = len(ids)
     return NeedlePrompt(
         ids=torch.tensor(ids, dtype=torch.long),
@@ -173,8 +207,9 @@ def build_needle_skip_prompt(
     text = [int(t) for t in doc[:text_len]]
     head, tail = text_len // 4, text_len // 4
     middle = text[head : text_len - tail]
-    at = _snap(sentence_starts(tokenizer, middle), len(middle) // 2, 1, len(middle) - 1)
-    mid = middle[:at] + needle + middle[at:]
+    at = _boundary(tokenizer, middle, len(middle) // 2, 1, len(middle) - 1)
+    after = _separator(tokenizer, middle[at])
+    mid = middle[:at] + needle + after + middle[at + len(after) :]  # same count: see above
     last = text[text_len - tail :] + question + answer
     # Piece 2 is placed so the needle lands at depth · length, inside the gaps the pieces allow.
     lo, hi = head, length - len(last) - len(mid)

@@ -141,8 +141,16 @@ class NeedlePerplexityObjective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         scaling = suggest_scaling(trial, self.space)
-        if PROMPTS_KEY not in trial.study.user_attrs:
+        stored = trial.study.user_attrs.get(PROMPTS_KEY)
+        if stored is None:
             trial.study.set_user_attr(PROMPTS_KEY, self.description)
+        elif stored.get("hash") != self.description["hash"]:
+            # Values on other prompts are not comparable (nor paired for the pruner).
+            raise InvalidArgumentError(
+                f"study {trial.study.study_name!r} was scored on other needle prompts (hash "
+                f"{stored.get('hash')} vs {self.description['hash']} now: another corpus, seed, "
+                "length or release); use a new `--study-name`."
+            )
         device = self.model.get_output_embeddings().weight.device
         reset_peak_memory(device)
         try:

@@ -237,3 +237,59 @@ def test_out_of_memory_fails_only_that_trial_and_undoes_the_patch(tmp_path, monk
     with torch.inference_mode():
         assert real(model, objective.prompts[0])[0] == unpatched
     assert study.trials[2].value != study.trials[0].value  # and later trials were really patched
+
+
+HARD_WRAPPED = (
+    "It was the best of times, it was the worst of times, it was the age of\n"
+    "wisdom, it was the age of foolishness. There were a king with a large jaw\n"
+    "and a queen with a plain face, on the throne of England. In both\n"
+    "countries it was clearer than crystal to the lords of the State preserves\n"
+    "that things in general were settled for ever. The year was one of\n"
+    "those that pass quietly, and the roads were long and full of mud.\n"
+)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_in_hard_wrapped_prose_the_needle_takes_a_sentence_end_and_never_runs_on(
+    bpe_tokenizer, skip
+) -> None:
+    # Lines end mid-sentence: a line start is the nearest boundary for many depths, but the
+    # needle goes after a full stop, and what follows it starts after white space.
+    ids = bpe_tokenizer(HARD_WRAPPED * 40, add_special_tokens=False)["input_ids"]
+    for depth in (0.1, 0.35, 0.6, 0.85):
+        if skip:
+            p = build_needle_skip_prompt(bpe_tokenizer, ids, 4096, tokens=700, number=7654321,
+                                         depth=depth)  # fmt: skip
+            assert p.ids.numel() == 700
+        else:
+            p = build_needle_prompt(bpe_tokenizer, ids, 1800, number=7654321, depth=depth)
+            assert p.ids.numel() == 1800
+        n0, n1 = p.needle_span
+        before = bpe_tokenizer.decode(p.ids[n0 - 3 : n0]).rstrip()
+        assert before.endswith("."), (depth, before)
+        after = bpe_tokenizer.decode(p.ids[n1 : n1 + 1])
+        assert after[:1].isspace(), (depth, after)
+
+
+def test_a_study_refuses_trials_on_other_prompts(tmp_path) -> None:
+    model = build_tiny_model("llama")
+
+    class Words:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [3 + (sum(map(ord, w)) % 120) for w in text.split()]}
+
+        def batch_decode(self, batch):
+            return [". " if b[0] % 7 == 0 else " w" for b in batch]
+
+    spec = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
+    space = SearchSpace(spec, 256, n_hat=(0,))
+    docs = [torch.randint(3, 128, (256,), generator=torch.Generator().manual_seed(1))]
+    storage = f"sqlite:///{tmp_path / 'p.db'}"
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.optimize(NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words()), n_trials=1)
+    same = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words())
+    study.optimize(same, n_trials=1)  # the same prompts: resumes
+    other = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words(), seed=5)
+    with pytest.raises(InvalidArgumentError, match="was scored on other needle prompts"):
+        study.optimize(other, n_trials=1)
+    assert [t.state for t in study.trials][:2] == [optuna.trial.TrialState.COMPLETE] * 2
