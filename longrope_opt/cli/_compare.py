@@ -147,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt.studies import run_comparison
     from longrope_opt.studies import write_html
 
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the table says it; not every trial
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]
     if not samplers:
         raise InvalidArgumentError(

@@ -35,6 +35,7 @@ class SeedRun:
     failed: int = 0
     seconds: float = 0.0
     full_tokens: int = 0  # tokens of the largest complete evaluation in the study
+    seed_best: float = math.nan  # best enqueued PI/NTK/YaRN seed trial (user attr ``seed``)
 
     @property
     def final_best(self) -> float:
@@ -81,6 +82,8 @@ def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
         spent += int(t.user_attrs.get("evaluated_tokens", 0))
         if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
             best = min(best, t.value)
+            if t.user_attrs.get("seed"):
+                run.seed_best = min(t.value, run.seed_best) if math.isfinite(run.seed_best) else t.value
         run.pruned += t.state == TrialState.PRUNED
         if t.datetime_start and t.datetime_complete:
             run.seconds += (t.datetime_complete - t.datetime_start).total_seconds()
@@ -121,28 +124,33 @@ def _mean_sd(values: list[float]) -> str:
 
 
 def format_table(summaries: list[SamplerSummary], full_tokens: int, budget: int) -> str:
-    """The comparison table (best, cost to reach the plain evolution's best, pruning, time)."""
-    plain = next((s for s in summaries if s.sampler == PLAIN_EVOLUTION and s.bests()), None)
-    target = statistics.fmean(plain.bests()) if plain else None
+    """The comparison table: best, gain over the enqueued seeds, cost to reach the reference
+    sampler's best (the plain evolution if compared, else the first sampler), pruning, time."""
+    ref = next((s for s in summaries if s.sampler == PLAIN_EVOLUTION and s.bests()), None)
+    ref = ref or next((s for s in summaries if s.bests()), None)
+    target = statistics.fmean(ref.bests()) if ref else None
+    w = max([12, *(len(s.sampler) for s in summaries)])
     lines = []
-    if target is not None:
+    if ref is not None and target is not None:
         lines.append(
-            f"target = mean best of the plain evolution at {budget} trials: {target:.4f}; "
+            f"target = mean best of {ref.sampler} at {budget} trials: {target:.4f}; "
             "cost to reach it in full evaluations (tokens / tokens of one complete evaluation),"
-            " mean over seeds; '>=' counts a seed that never reached it as its whole budget."
+            " mean over seeds; '>=' counts a seed that never reached it as its whole budget;"
+            " 'vs seeds' = best / best enqueued seed trial - 1, mean over seeds."
         )
     head = (
-        f"{'sampler':<12} {'best (mean ± sd)':>18} {'reached':>8} {'full evals':>11} {'trials':>7}"
+        f"{'sampler':<{w}} {'best (mean ± sd)':>18} {'vs seeds':>9} {'reached':>8}"
+        f" {'full evals':>11} {'trials':>7}"
     )
     head += f" {'pruned':>7} {'full evals':>11} {'wall s':>7}"
     lines += [
-        f"{'':<12} {'':>18} {'target':>8} {'to target':>11} {'to tgt':>7}"
+        f"{'':<{w}} {'':>18} {'':>9} {'target':>8} {'to target':>11} {'to tgt':>7}"
         f" {'':>7} {'used':>11} {'':>7}",
         head,
     ]
     for s in summaries:
         if not s.runs:
-            lines.append(f"{s.sampler:<12} (no study)")
+            lines.append(f"{s.sampler:<{w}} (no study)")
             continue
         reached, evals, trials, censored = 0, [], [], False
         for run in s.runs:
@@ -159,11 +167,14 @@ def format_table(summaries: list[SamplerSummary], full_tokens: int, budget: int)
             (r.tokens[-1] if r.tokens else 0) / full_tokens if full_tokens else math.nan
             for r in s.runs
         )
+        gains = [100 * (r.final_best / r.seed_best - 1) for r in s.runs
+                 if math.isfinite(r.seed_best) and math.isfinite(r.final_best)]  # fmt: skip
+        vs_seeds = f"{statistics.fmean(gains):+.2f}%" if gains else "—"
         to_target = f"{ge}{statistics.fmean(evals):.1f}" if target is not None else "—"
         to_trials = f"{ge}{statistics.fmean(trials):.1f}" if target is not None else "—"
         lines.append(
-            f"{s.sampler:<12} {_mean_sd(s.bests()):>18} {f'{reached}/{len(s.runs)}':>8}"
-            f" {to_target:>11} {to_trials:>7}"
+            f"{s.sampler:<{w}} {_mean_sd(s.bests()):>18} {vs_seeds:>9}"
+            f" {f'{reached}/{len(s.runs)}':>8} {to_target:>11} {to_trials:>7}"
             f" {statistics.fmean(r.pruned for r in s.runs):>7.1f} {used:>11.1f}"
             f" {statistics.fmean(r.seconds for r in s.runs):>7.0f}"
         )

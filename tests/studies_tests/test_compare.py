@@ -119,13 +119,31 @@ def test_table_counts_cost_to_reach_the_plain_evolution() -> None:
     plain = SamplerSummary("evolution", [SeedRun(0, [9, 7, 6, 5], [10, 20, 30, 40])])
     other = SamplerSummary(
         "longrope",
-        [SeedRun(0, [6, 6, 5], [10, 15, 25], pruned=1), SeedRun(1, [8, 8, 8], [10, 20, 30])],
-    )
+        [SeedRun(0, [6, 6, 5], [10, 15, 25], pruned=1, seed_best=6.0),
+         SeedRun(1, [8, 8, 8], [10, 20, 30], seed_best=8.0)],
+    )  # fmt: skip
     table = format_table([plain, other], full_tokens=10, budget=4)
+    assert "mean best of evolution" in table
     rows = {line.split()[0]: line.split() for line in table.splitlines()[3:]}
-    assert rows["evolution"][4:6] == ["1/1", "4.0"]
-    assert rows["longrope"][4:6] == ["1/2", ">=2.8"]  # (2.5 + 3.0) / 2, censored
+    assert rows["evolution"][5:7] == ["1/1", "4.0"]
+    assert rows["evolution"][4] == "—"  # no enqueued seed trials
+    assert rows["longrope"][5:7] == ["1/2", ">=2.8"]  # (2.5 + 3.0) / 2, censored
     assert math.isclose(float(rows["longrope"][1]), 6.5)
+    assert rows["longrope"][4] == f"{100 * (5 / 6 - 1) / 2:+.2f}%"  # (5/6 - 1 + 8/8 - 1) / 2
+
+
+def test_table_without_the_plain_evolution_measures_against_the_first_sampler() -> None:
+    first = SamplerSummary("longrope-adaptive", [SeedRun(0, [9, 6, 4], [10, 20, 30])])
+    second = SamplerSummary("tpe", [SeedRun(0, [8, 5, 4], [10, 20, 30])])
+    table = format_table([first, second], full_tokens=10, budget=3)
+    assert "mean best of longrope-adaptive at 3 trials: 4.0000" in table
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[3:]}
+    assert rows["tpe"][5:7] == ["1/1", "3.0"] and rows["longrope-adaptive"][5:7] == ["1/1", "3.0"]
+    # columns stay aligned under a long sampler name: every row's best ends under its header
+    head = table.splitlines()[2]
+    end = head.index("best (mean ± sd)") + len("best (mean ± sd)")
+    for row in table.splitlines()[3:]:
+        assert row[end - 1].isdigit() and row[end] == " ", row
 
 
 @pytest.mark.parametrize("name", ["longrope", "evolution", "ngopt", "tpe", "cmaes", "random"])
