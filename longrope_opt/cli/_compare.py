@@ -138,6 +138,8 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run the missing studies, then report from storage."""
+    import optuna
+
     from longrope_opt.samplers import check_sampler_names
     from longrope_opt.studies import format_table
     from longrope_opt.studies import full_eval_tokens
@@ -146,8 +148,6 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt.studies import resolve_storage_url
     from longrope_opt.studies import run_comparison
     from longrope_opt.studies import write_html
-
-    import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the table says it; not every trial
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]

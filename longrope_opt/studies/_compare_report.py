@@ -83,7 +83,9 @@ def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
         if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
             best = min(best, t.value)
             if t.user_attrs.get("seed"):
-                run.seed_best = min(t.value, run.seed_best) if math.isfinite(run.seed_best) else t.value
+                run.seed_best = (
+                    min(t.value, run.seed_best) if math.isfinite(run.seed_best) else t.value
+                )
         run.pruned += t.state == TrialState.PRUNED
         if t.datetime_start and t.datetime_complete:
             run.seconds += (t.datetime_complete - t.datetime_start).total_seconds()

@@ -203,6 +203,8 @@ def test_without_seed_all_baselines_start_unseeded(tiny_model_dir, tmp_path) -> 
     args[args.index("--seeds") + 1] = "1"
     assert main(args) == 0
     tpe = optuna.load_study(study_name=comparison_study_name("cmp", "tpe", 0), storage=storage)
-    evo = optuna.load_study(study_name=comparison_study_name("cmp", "longrope", 0), storage=storage)
+    evo = optuna.load_study(
+        study_name=comparison_study_name("cmp", "longrope", 0), storage=storage
+    )
     assert not any(t.user_attrs.get("seed") for t in tpe.trials)
     assert sum(bool(t.user_attrs.get("seed")) for t in evo.trials) == 3
