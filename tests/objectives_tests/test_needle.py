@@ -31,6 +31,20 @@ PROSE = (
 )
 
 
+class SentenceWords:
+    """A word-level stand-in tokenizer for the tiny model: every word is a token, and about
+    one token in seven decodes as a sentence end."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + (sum(map(ord, w)) % 120) for w in text.split()]}
+
+    def batch_decode(self, batch):
+        return [". " if b[0] % 7 == 0 else " w" for b in batch]
+
+
+TINY_SPEC = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
+
+
 @pytest.fixture(scope="module")
 def bpe_tokenizer():
     from transformers import AutoTokenizer
@@ -158,17 +172,9 @@ def test_needle_nll_scores_the_answer_tokens_only() -> None:
 def test_objective_reports_each_prompt_and_stores_what_it_scored(tmp_path) -> None:
     model = build_tiny_model("llama")
 
-    class Words:
-        def __call__(self, text, add_special_tokens=False):
-            return {"input_ids": [3 + (sum(map(ord, w)) % 120) for w in text.split()]}
-
-        def batch_decode(self, batch):
-            return [". " if b[0] % 7 == 0 else " w" for b in batch]
-
-    spec = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
-    space = SearchSpace(spec, 256, n_hat=(0,), shape="critical")
+    space = SearchSpace(TINY_SPEC, 256, n_hat=(0,), shape="critical")
     docs = [torch.randint(3, 128, (256,)) for _ in range(2)]
-    objective = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words())
+    objective = NeedlePerplexityObjective(model, docs, space=space, tokenizer=SentenceWords())
     study = optuna.create_study(
         storage=f"sqlite:///{tmp_path / 'n.db'}", sampler=optuna.samplers.RandomSampler(seed=0)
     )
@@ -203,17 +209,9 @@ def test_out_of_memory_fails_only_that_trial_and_undoes_the_patch(tmp_path, monk
 
     model = build_tiny_model("llama")
 
-    class Words:
-        def __call__(self, text, add_special_tokens=False):
-            return {"input_ids": [3 + (sum(map(ord, w)) % 120) for w in text.split()]}
-
-        def batch_decode(self, batch):
-            return [". " if b[0] % 7 == 0 else " w" for b in batch]
-
-    spec = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
-    space = SearchSpace(spec, 256, n_hat=(0,))
+    space = SearchSpace(TINY_SPEC, 256, n_hat=(0,))
     docs = [torch.randint(3, 128, (256,), generator=torch.Generator().manual_seed(0))]
-    objective = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words())
+    objective = NeedlePerplexityObjective(model, docs, space=space, tokenizer=SentenceWords())
     real = _needle_objective.needle_nll
     with torch.inference_mode():
         unpatched = real(model, objective.prompts[0])[0]
@@ -274,22 +272,14 @@ def test_in_hard_wrapped_prose_the_needle_takes_a_sentence_end_and_never_runs_on
 def test_a_study_refuses_trials_on_other_prompts(tmp_path) -> None:
     model = build_tiny_model("llama")
 
-    class Words:
-        def __call__(self, text, add_special_tokens=False):
-            return {"input_ids": [3 + (sum(map(ord, w)) % 120) for w in text.split()]}
-
-        def batch_decode(self, batch):
-            return [". " if b[0] % 7 == 0 else " w" for b in batch]
-
-    spec = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
-    space = SearchSpace(spec, 256, n_hat=(0,))
+    space = SearchSpace(TINY_SPEC, 256, n_hat=(0,))
     docs = [torch.randint(3, 128, (256,), generator=torch.Generator().manual_seed(1))]
     storage = f"sqlite:///{tmp_path / 'p.db'}"
     study = optuna.create_study(storage=storage, study_name="s")
-    study.optimize(NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words()), n_trials=1)
-    same = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words())
+    study.optimize(NeedlePerplexityObjective(model, docs, space=space, tokenizer=SentenceWords()), n_trials=1)
+    same = NeedlePerplexityObjective(model, docs, space=space, tokenizer=SentenceWords())
     study.optimize(same, n_trials=1)  # the same prompts: resumes
-    other = NeedlePerplexityObjective(model, docs, space=space, tokenizer=Words(), seed=5)
+    other = NeedlePerplexityObjective(model, docs, space=space, tokenizer=SentenceWords(), seed=5)
     with pytest.raises(InvalidArgumentError, match="was scored on other needle prompts"):
         study.optimize(other, n_trials=1)
     assert [t.state for t in study.trials][:2] == [optuna.trial.TrialState.COMPLETE] * 2
