@@ -69,7 +69,17 @@ def main() -> None:
         help="leave out variants whose name starts with PREFIX (e.g. 'needle full': at 32k it is "
         "four 32k forwards per candidate)",
     )  # fmt: skip
+    parser.add_argument(
+        "--table", action="store_true", help="only print the table of what the results file holds"
+    )
     args = parser.parse_args()
+    out = ROOT / "bench" / "results" / f"proxy-{args.length}.jsonl"
+    if args.table:
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        done = {(r["candidate"], r["variant"]): r for r in rows}
+        names = list(dict.fromkeys(r["variant"] for r in rows))
+        table(done, 1 + max(r["candidate"] for r in rows), names, args.length)
+        return
 
     import torch
 
@@ -113,7 +123,6 @@ def main() -> None:
     variants = {k: v for k, v in variants.items() if not any(k.startswith(p) for p in args.without)}
     if "reference" not in variants:
         parser.error("--without: the reference cannot be left out")
-    out = ROOT / "bench" / "results" / f"proxy-{L}.jsonl"
     done = {}
     if out.exists():
         for line in out.read_text().splitlines():
@@ -139,20 +148,26 @@ def main() -> None:
 
 
 def table(done: dict, n: int, variants: list, length: int) -> None:
-    """Print cost and Spearman ρ (with a bootstrap 95 % interval over candidates)."""
+    """Print cost and Spearman ρ (with a bootstrap 95 % interval over candidates).
+
+    Each variant is ranked over the candidates it was run on (column n): an expensive variant
+    may cover only the first candidates (``--candidates 12 --without …``)."""
     from scipy.stats import spearmanr
 
-    ids = [i for i in range(n) if all((i, v) in done for v in variants)]
-    ref = np.array([done[(i, "reference")]["value"] for i in ids])
-    best = ref.min()
-    near = [k for k, v in enumerate(ref) if v <= 1.03 * best]
+    ref_all = {i: done[(i, "reference")]["value"] for i in range(n) if (i, "reference") in done}
+    best = min(ref_all.values())
+    near_all = {i for i, v in ref_all.items() if v <= 1.03 * best}
     needle_ref = next((v for v in variants if v.startswith("needle full")), None)
     rng = np.random.default_rng(0)
-    print(f"\n{len(ids)} candidates at {length} ({len(near)} within 3 % of the best reference "
-          f"perplexity {best:.3f}); ρ = Spearman, [bootstrap 95 % over candidates]")  # fmt: skip
-    print(f"{'objective':<26}{'s/eval':>8}{'ρ vs ref':>10}{'95 % CI':>16}{'ρ near':>8}"
+    print(f"\n{len(ref_all)} candidates at {length} ({len(near_all)} within 3 % of the best "
+          f"reference perplexity {best:.3f}); ρ = Spearman, [bootstrap 95 % over candidates]")  # fmt: skip
+    print(f"{'objective':<26}{'n':>4}{'s/eval':>8}{'ρ vs ref':>10}{'95 % CI':>16}{'ρ near':>8}"
           f"{'ρ vs needle-full':>18}")  # fmt: skip
     for v in variants:
+        ids = [i for i in sorted(ref_all) if (i, v) in done]
+        if len(ids) < 3:
+            continue
+        ref = np.array([ref_all[i] for i in ids])
         vals = np.array([done[(i, v)]["value"] for i in ids])
         secs = np.mean([done[(i, v)]["seconds"] for i in ids])
         rho = spearmanr(ref, vals).statistic
@@ -162,12 +177,15 @@ def table(done: dict, n: int, variants: list, length: int) -> None:
             if len(set(k)) > 2:
                 boots.append(spearmanr(ref[k], vals[k]).statistic)
         lo, hi = np.nanpercentile(boots, [2.5, 97.5])
+        near = [k for k, i in enumerate(ids) if i in near_all]
         rho_near = spearmanr(ref[near], vals[near]).statistic if len(near) > 2 else math.nan
         rho_n = math.nan
         if needle_ref is not None and v.startswith("needle"):
-            nref = np.array([done[(i, needle_ref)]["value"] for i in ids])
-            rho_n = spearmanr(nref, vals).statistic
-        print(f"{v:<26}{secs:8.1f}{rho:10.3f}   [{lo:5.2f}, {hi:5.2f}]{rho_near:8.3f}{rho_n:18.3f}")
+            both = [k for k, i in enumerate(ids) if (i, needle_ref) in done]
+            nref = np.array([done[(ids[k], needle_ref)]["value"] for k in both])
+            rho_n = spearmanr(nref, vals[both]).statistic if len(both) > 2 else math.nan
+        print(f"{v:<26}{len(ids):4d}{secs:8.1f}{rho:10.3f}   [{lo:5.2f}, {hi:5.2f}]{rho_near:8.3f}"
+              f"{rho_n:18.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":
