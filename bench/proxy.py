@@ -148,7 +148,7 @@ def main() -> None:
 
 
 def table(done: dict, n: int, variants: list, length: int) -> None:
-    """Print cost and Spearman ρ (with a bootstrap 95 % interval over candidates).
+    """Print the median cost and Spearman ρ (with a bootstrap 95 % interval over candidates).
 
     Each variant is ranked over the candidates it was run on (column n): an expensive variant
     may cover only the first candidates (``--candidates 12 --without …``)."""
@@ -169,7 +169,7 @@ def table(done: dict, n: int, variants: list, length: int) -> None:
             continue
         ref = np.array([ref_all[i] for i in ids])
         vals = np.array([done[(i, v)]["value"] for i in ids])
-        secs = np.mean([done[(i, v)]["seconds"] for i in ids])
+        secs = np.median([done[(i, v)]["seconds"] for i in ids])  # robust to a busy machine
         rho = spearmanr(ref, vals).statistic
         boots = []
         for _ in range(2000):
