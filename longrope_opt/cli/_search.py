@@ -209,8 +209,11 @@ def execute(
 
 
 def print_summary(study: Any) -> None:
-    """Best trial vs the PI/NTK/YaRN seeds."""
+    """Best trial vs the PI/NTK/YaRN seeds, then the full-fidelity re-rank if there is one."""
     from optuna.trial import TrialState
+
+    from longrope_opt.studies import RERANK_KEY
+    from longrope_opt.studies import reranked_best
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
@@ -231,9 +234,6 @@ def print_summary(study: Any) -> None:
             f"{t.user_attrs.get('attention_scale', 1.0):>8.4f}{rel:>13.2f}%"
         )
     print(f"({len(complete)} completed trials)")
-    from longrope_opt.studies import RERANK_KEY
-    from longrope_opt.studies import reranked_best
-
     reranked = reranked_best(study)
     if reranked is not None:
         values = study.user_attrs[RERANK_KEY]

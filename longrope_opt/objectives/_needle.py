@@ -3,9 +3,10 @@
 A real long document with one needle sentence ("The special magic number is 4829137.") at a
 given depth, snapped to a sentence end within 2 % of it (else the nearest line start, for code
 and hard-wrapped text, with a line break after the needle so it never runs into the next word),
-then a question at the end; only the answer's tokens are scored. Plain perplexity is dominated by local context, which any scaling
-that keeps the short-range frequencies gets right; the answer can only be predicted by
-attending back to the needle, which is what an extension has to preserve.
+then a question at the end; only the answer's tokens are scored. Plain perplexity is dominated
+by local context, which any scaling that keeps the short-range frequencies gets right; the
+answer can only be predicted by attending back to the needle, which is what an extension has
+to preserve.
 
 Prompts are built to their exact length from the pieces' tokens (never truncated afterwards, so
 the answer cannot be cut off — the stored LongRoPE2 code truncates to L − 1 and can lose it).

@@ -35,7 +35,7 @@ class SeedRun:
     failed: int = 0
     seconds: float = 0.0
     full_tokens: int = 0  # tokens of the largest complete evaluation in the study
-    seed_best: float = math.nan  # best enqueued PI/NTK/YaRN seed trial (user attr ``seed``)
+    seed_best: float = math.inf  # best enqueued PI/NTK/YaRN seed trial (user attr ``seed``)
 
     @property
     def final_best(self) -> float:
@@ -83,9 +83,7 @@ def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
         if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
             best = min(best, t.value)
             if t.user_attrs.get("seed"):
-                run.seed_best = (
-                    min(t.value, run.seed_best) if math.isfinite(run.seed_best) else t.value
-                )
+                run.seed_best = min(run.seed_best, t.value)
         run.pruned += t.state == TrialState.PRUNED
         if t.datetime_start and t.datetime_complete:
             run.seconds += (t.datetime_complete - t.datetime_start).total_seconds()

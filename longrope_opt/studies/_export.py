@@ -89,9 +89,10 @@ def best_scaling(study: optuna.Study) -> tuple[RopeScaling, optuna.trial.FrozenT
     """The best trial's `RopeScaling`, exactly as the objective evaluated it.
 
     The best trial is the re-ranked winner when the study was re-ranked (`rerank_study`: the
-    search's top trials evaluated at full fidelity), else `study.best_trial`. The study's own `SearchSpace` converts the trial's params (`SearchSpace.to_scaling`): a
-    baseline's non-monotone proposal is repaired as it was evaluated, and for a secondary
-    search the factors are composed with the base stage, i.e. absolute.
+    search's top trials evaluated at full fidelity), else `study.best_trial`. The study's own
+    `SearchSpace` converts the trial's params (`SearchSpace.to_scaling`): a baseline's
+    non-monotone proposal is repaired as it was evaluated, and for a secondary search the
+    factors are composed with the base stage, i.e. absolute.
     """
     from longrope_opt.studies._rerank import reranked_best
 
