@@ -66,6 +66,12 @@ def _candidates(source: str, length: int, seed: int) -> tuple[Iterable[tuple[str
     return dataset_documents(source, seed), source
 
 
+def window_document(sample_id: str) -> str:
+    """The document a sample id names: ``doc`` for ``doc#<first token>`` (a later window)."""
+    doc, sep, start = sample_id.rpartition("#")
+    return doc if sep and start.isdigit() else sample_id
+
+
 def load_samples(
     source: str,
     tokenizer: Any,
@@ -75,11 +81,15 @@ def load_samples(
     *,
     full: bool = False,
     exclude: Collection[str] = (),
+    windows: int = 1,
 ) -> Samples:
     """Return `k` documents of at least `length` tokens, truncated to `length`.
 
     Documents are visited in an order fixed by `seed`; the first `k` that are long enough are
     kept, so the same seed gives the same samples, and a larger `k` extends a smaller one.
+    With ``windows > 1`` a document of ``n * length`` tokens gives up to ``min(n, windows)``
+    disjoint samples (ids ``doc``, ``doc#<first token>``, ...): a corpus with few very long
+    documents still yields `k` held-out samples.
 
     Args:
         source: ``"builtin"`` (CPython's reference manual and long stdlib modules, offline), a
@@ -90,7 +100,9 @@ def load_samples(
         k: Number of samples.
         seed: Chooses which documents.
         full: Keep whole documents (for sliding-window evaluation) instead of truncating.
-        exclude: Document ids never to use (e.g. those an evaluation table holds out).
+        exclude: Document ids never to use (e.g. those an evaluation table holds out). A window id
+            ``doc#<start>`` excludes the whole document ``doc``.
+        windows: Most disjoint `length`-token samples taken from one document (1: its start only).
 
     Returns:
         `Samples`: a list of 1-D ``torch.long`` tensors with provenance attributes.
@@ -106,22 +118,29 @@ def load_samples(
         raise InvalidArgumentError(f"`length` must be an integer >= 2, got {length!r}.")
     if not isinstance(k, int) or k < 1:
         raise InvalidArgumentError(f"`k` must be an integer >= 1, got {k!r}.")
+    if not isinstance(windows, int) or windows < 1 or (full and windows > 1):
+        raise InvalidArgumentError(
+            f"`windows` must be an integer >= 1 (1 when full=True), got {windows!r}."
+        )
     docs, described = _candidates(source, length, seed)
+    excluded = set(exclude) | {window_document(e) for e in exclude}
     chosen: list[tuple[str, str, list[int]]] = []
     seen_lengths: list[int] = []
     for doc_id, text in docs:
-        if doc_id in exclude:
+        if doc_id in excluded:
             continue
         ids = tokenizer(text)["input_ids"]
         seen_lengths.append(len(ids))
-        if len(ids) >= length:
-            chosen.append((doc_id, text, ids))
-            if len(chosen) == k:
-                break
+        for w in range(min(windows, len(ids) // length, k - len(chosen))):
+            name = doc_id if w == 0 else f"{doc_id}#{w * length}"
+            chosen.append((name, text, ids[w * length :]))
+        if len(chosen) == k:
+            break
     if len(chosen) < k:
         longest = sorted(seen_lengths, reverse=True)[:5]
+        unit = "document(s)" if windows == 1 else f"window(s) (up to {windows} per document)"
         raise DataError(
-            f"`corpus` {source!r} has {len(chosen)} document(s) of >= {length} tokens, need k={k}; "
+            f"`corpus` {source!r} has {len(chosen)} {unit} of >= {length} tokens, need k={k}; "
             f"{len(seen_lengths)} document(s) read, the longest have {longest} tokens."
         )
     samples = Samples(

@@ -156,6 +156,7 @@ def evaluate_passkey(
     *,
     n_trials: int = 10,
     seed: int = 0,
+    start: int = 0,
     progress: bool = False,
 ) -> PasskeyResult:
     """Passkey accuracy of `model` with `scaling` at `length` tokens.
@@ -170,6 +171,9 @@ def evaluate_passkey(
         length: Prompt tokens.
         n_trials: Prompts (keys) per length.
         seed: Chooses keys and depths.
+        start: Run prompts ``start .. n_trials - 1`` only (the earlier ones are drawn, not run):
+            prompt i is the same in every call, so a long evaluation can be done in pieces and
+            resumed.
         progress: Show a progress bar.
 
     Returns:
@@ -177,12 +181,13 @@ def evaluate_passkey(
     """
     if n_trials < 1:
         raise InvalidArgumentError(f"`n_trials` must be >= 1, got {n_trials}.")
+    if not 0 <= start < n_trials:
+        raise InvalidArgumentError(f"`start` must be in [0, n_trials={n_trials}), got {start}.")
     rng = np.random.default_rng([seed, length])
+    draws = [(int(rng.integers(10000, 100000)), float(rng.uniform())) for _ in range(n_trials)]
     prompts = [
-        build_passkey_prompt(
-            tokenizer, length, key=int(rng.integers(10000, 100000)), depth=float(rng.uniform())
-        )
-        for _ in range(n_trials)
+        build_passkey_prompt(tokenizer, length, key=key, depth=depth)
+        for key, depth in draws[start:]
     ]
     iterator: Any = prompts
     if progress:

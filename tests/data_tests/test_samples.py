@@ -85,3 +85,37 @@ def test_unreachable_dataset_is_a_clear_error(monkeypatch) -> None:
 def test_bad_length_or_k(length: int, k: int, arg: str) -> None:
     with pytest.raises(InvalidArgumentError, match=f"`{arg}` must be an integer"):
         load_samples("builtin", char_tokenizer, length, k)
+
+
+def test_windows_split_long_documents_and_exclude_whole_documents(tmp_path) -> None:
+    text = "".join(chr(97 + i % 26) for i in range(1000))
+    (tmp_path / "a.txt").write_text(text)
+    (tmp_path / "b.txt").write_text("b" * 450)
+    (tmp_path / "c.txt").write_text("c" * 250)
+    a, b, c = (str(tmp_path / n) for n in ("a.txt", "b.txt", "c.txt"))
+    held = load_samples(str(tmp_path), char_tokenizer, 200, 8, seed=0, windows=5)
+    # a gives 5 disjoint windows, b 2 (its 50 spare tokens are dropped), c 1: all 8.
+    windows_of_a = [a] + [f"{a}#{start}" for start in (200, 400, 600, 800)]
+    assert sorted(held.doc_ids) == sorted(windows_of_a + [b, f"{b}#200", c])
+    assert all(x.shape == (200,) for x in held)
+    by_id = dict(zip(held.doc_ids, held))
+    assert by_id[f"{a}#400"].tolist() == [ord(ch) for ch in text[400:600]]
+    # At most `windows` per document.
+    two = load_samples(str(tmp_path), char_tokenizer, 200, 5, seed=0, windows=2)
+    assert sorted(two.doc_ids) == sorted([a, f"{a}#200", b, f"{b}#200", c])
+    # Excluding any window of a document excludes the whole document: only c is left.
+    rest = load_samples(str(tmp_path), char_tokenizer, 200, 1, seed=0, exclude=[f"{a}#400", b])
+    assert rest.doc_ids == [c]
+    # windows=1 (the default) is one sample per document, from its start.
+    one = load_samples(str(tmp_path), char_tokenizer, 200, 3, seed=0)
+    assert sorted(one.doc_ids) == [a, b, c]
+    with pytest.raises(DataError, match=r"has 8 window\(s\) \(up to 5 per document\) of >= 200"):
+        load_samples(str(tmp_path), char_tokenizer, 200, 9, seed=0, windows=5)
+
+
+@pytest.mark.parametrize("windows", [0, -1, 1.5])
+def test_bad_windows(windows) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"`windows` must be an integer >= 1"):
+        load_samples("builtin", char_tokenizer, 100, 1, windows=windows)
+    with pytest.raises(InvalidArgumentError, match=r"got 2"):
+        load_samples("builtin", char_tokenizer, 100, 1, windows=2, full=True)

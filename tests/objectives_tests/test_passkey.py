@@ -146,3 +146,16 @@ def test_passkey_objective_in_a_study(tmp_path) -> None:
         PasskeyObjective(model, space=space)
     with pytest.raises(InvalidArgumentError, match=r"`metric` must be one of"):
         PasskeyObjective(model, space=space, tokenizer=tok, metric="f1")
+
+
+def test_evaluate_passkey_in_pieces_equals_one_call() -> None:
+    tok = _word_tokenizer()
+    model = build_tiny_model("llama")
+    whole = evaluate_passkey(model, tok, None, 160, n_trials=5, seed=7)
+    head = evaluate_passkey(model, tok, None, 160, n_trials=2, seed=7)
+    tail = evaluate_passkey(model, tok, None, 160, n_trials=5, seed=7, start=2)
+    assert head.depths + tail.depths == whole.depths
+    assert head.correct + tail.correct == whole.correct
+    assert head.nll + tail.nll == pytest.approx(whole.nll)
+    with pytest.raises(InvalidArgumentError, match=r"`start` must be in \[0, n_trials=5\), got 5"):
+        evaluate_passkey(model, tok, None, 160, n_trials=5, start=5)

@@ -27,7 +27,7 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert first.returncode == 0, first.stderr[-3000:]
     assert "best classic method" in first.stdout
     raw = json.loads(out.with_suffix(".json").read_text())
-    assert {"none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd", "plain search", "new search"} <= set(raw)
+    assert {"none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd", "plain-search", "new-search"} <= set(raw)
     assert all(len(row["ppl"]) == 3 and len(row["passkey128"]) == 2 for row in raw.values())
     storage = f"sqlite:///{out}.db"
     new = optuna.load_study(study_name="4x-new", storage=storage)
@@ -41,3 +41,13 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert again.returncode == 0, again.stderr[-3000:]
     assert "rerank" not in again.stdout and len(optuna.load_study(
         study_name="4x-new", storage=storage).trials) == len(new.trials)  # fmt: skip
+    # more keys for one method: only its new keys run, the others' results are kept
+    more = subprocess.run(cmd + ["--keys", "3", "--passkey-methods", "new-search"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert more.returncode == 0, more.stderr[-3000:]
+    after = json.loads(out.with_suffix(".json").read_text())
+    assert after["new-search"]["passkey128"][:2] == raw["new-search"]["passkey128"]
+    assert len(after["new-search"]["passkey256"]) == 3 and after["pi"] == raw["pi"]
+    bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900)  # fmt: skip
+    assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
