@@ -9,6 +9,12 @@ Three stages, each resumable (rerun the same command; every result is kept as it
 2. rerank — the top `--rerank` trials of each study re-evaluated at full fidelity (perplexity of
    the search documents at the full target length); the winner is chosen on that, and the
    re-ranking is stored in the study (`rerank_study`, user attr ``longrope_opt:rerank``);
+   With `--guard-keys` N, a retrieval guard follows: the re-ranked trials are checked in order
+   for passkey retrieval at the target on N validation prompts (seed 1; the table's prompts use
+   seed 0), and the first that retrieves at least as many keys as the study's best seed is the
+   ``<study>-guarded`` winner (the seed itself when none does); stored in the study (user attr
+   ``longrope_opt:passkey_guard``: trial number → per-key results), checked key by key, a
+   candidate dropped as soon as it misses more keys than the seed;
 3. table — on `--held-out` documents no search saw: perplexity at the target, and passkey
    accuracy (`--keys` keys at L/2 and L) for none, PI, NTK, YaRN, YaRN/NTK with the
    critical-dimension correction, the plain search and the new one; paired differences against
@@ -16,9 +22,11 @@ Three stages, each resumable (rerun the same command; every result is kept as it
 
     python studies/extend_4x_smollm2.py                        # all stages (many hours on CPU)
     python studies/extend_4x_smollm2.py --stage search --trials 64 --studies new   # one study
+    python studies/extend_4x_smollm2.py --stage table --guard-keys 10   # + retrieval-guarded rows
     python studies/extend_4x_smollm2.py --model tiny/ --corpus docs/ --target-length 256   # smoke
 
-Results: <out>.db (studies) and <out>.json (the table's raw numbers), default bench/results/extend-4x.
+Results: <out>.db (studies), <out>.json (the table's raw numbers) and <out>.txt (the table),
+default bench/results/extend-4x.
 """
 
 from __future__ import annotations
@@ -44,7 +52,9 @@ def parse() -> argparse.Namespace:
     # bench/proxy.py at 16k: only full-length perplexity ranked near-optimal candidates like
     # held-out perplexity (ρ 0.945); the skip and needle variants did not (ρ ≤ 0.48).
     p.add_argument("--objective", default="perplexity", choices=["perplexity", "needle-ppl"])
-    p.add_argument("--mode", default="truncate", help="the objective's mode (truncate, skip, full)")
+    p.add_argument(
+        "--mode", default="truncate", help="the objective's mode (truncate, skip, full)"
+    )
     p.add_argument("--skip-tokens", type=int, default=2048)
     # One 32k forward of SmolLM2 is ~70 s on 2 CPU cores: one search document keeps a trial at
     # one forward; the re-rank then checks the finalists on more documents.
@@ -62,6 +72,12 @@ def parse() -> argparse.Namespace:
     p.add_argument(
         "--studies", default="new,plain", help="which searches to run, in order (new, plain)"
     )
+    p.add_argument(
+        # Both perplexity searches lost passkeys at 32k that their best seed retrieves (the 4x
+        # table, session 8): the guard keeps the best candidate that does not.
+        "--guard-keys", type=int, default=0,
+        help="validation passkeys at the target for the retrieval guard (0: no guard)",
+    )  # fmt: skip
     p.add_argument("--held-out", type=int, default=3)
     p.add_argument("--keys", type=int, default=20, help="passkeys per length")
     p.add_argument(
@@ -74,6 +90,8 @@ def parse() -> argparse.Namespace:
     args = p.parse_args()
     args.studies = [n.strip() for n in args.studies.split(",") if n.strip()]
     args.passkey_methods = [n.strip() for n in args.passkey_methods.split(",") if n.strip()]
+    if args.guard_keys < 0:
+        p.error(f"--guard-keys must be an integer >= 0, got {args.guard_keys}")
     if not args.studies or set(args.studies) - {"new", "plain"}:
         p.error(f"--studies must name some of new, plain (comma-separated), got {args.studies!r}")
     return args
@@ -99,6 +117,26 @@ def configs(args: argparse.Namespace, held: list[str]) -> dict:
     }  # fmt: skip
 
 
+def classic_methods(config, length: int) -> dict:
+    """The table's classic rows at `length`: none, PI, NTK, YaRN, and YaRN / NTK with the
+    critical-dimension correction (t fixed at YaRN's rule), by name."""
+    from longrope_opt import RopeScaling
+    from longrope_opt import RopeSpec
+    from longrope_opt.rope import METHODS
+    from longrope_opt.space import SearchSpace
+
+    spec = RopeSpec.from_config(config)
+    t = SearchSpace(spec, length).fixed_attention_scale
+    methods: dict[str, RopeScaling | None] = {"none": None}
+    for m in ("pi", "ntk", "yarn"):
+        methods[m] = METHODS[m](spec, length)
+    critical = SearchSpace(spec, length, shape="critical")
+    for name, params in critical.seed_params()[:2]:
+        sc = critical.to_scaling(params)
+        methods[name] = RopeScaling(sc.factors, 0, t, method=name)
+    return methods
+
+
 def rerank(study, model, docs, top: int) -> tuple:
     """Full-length perplexity of the study's `top` best trials, stored in the study (resumable)."""
     from longrope_opt.objectives import evaluate_perplexity
@@ -112,6 +150,53 @@ def rerank(study, model, docs, top: int) -> tuple:
     return rerank_study(study, full, top=top)
 
 
+GUARD_KEY = "longrope_opt:passkey_guard"
+GUARD_SEED = 1  # the guard's validation prompts; the table's passkey prompts use seed 0
+
+
+def guard(study, check, keys: int):
+    """The best re-ranked trial of `study` whose `check` passes at least as many of `keys`
+    validation keys as the study's best seed does (that seed when no candidate does).
+
+    `check(trial, i)` says whether `trial` retrieves validation key i. Per-key results are
+    stored in the study after every key (resumable); a candidate stops as soon as it has missed
+    more keys than the seed, since it can no longer pass.
+    """
+    from tqdm.auto import tqdm
+
+    from longrope_opt.studies import RERANK_KEY
+
+    trials = study.get_trials(deepcopy=False)
+    seeds = [t for t in trials if t.user_attrs.get("seed") and t.value is not None]
+    reference = min(seeds, key=lambda t: (t.value, t.number))
+    ranked = sorted(study.user_attrs[RERANK_KEY].items(), key=lambda kv: (kv[1], int(kv[0])))
+    stored = {k: list(v) for k, v in study.user_attrs.get(GUARD_KEY, {}).items()}
+
+    def retrieved(trial, allowed: int) -> list[bool]:
+        got = stored.setdefault(str(trial.number), [])
+        bar = tqdm(total=keys, initial=min(len(got), keys), desc=f"guard trial {trial.number}",
+                   unit="key", leave=False)  # fmt: skip
+        while len(got) < keys and got.count(False) <= allowed:
+            got.append(bool(check(trial, len(got))))
+            study.set_user_attr(GUARD_KEY, stored)
+            bar.update(1)
+        bar.close()
+        return got[:keys]
+
+    bar_misses = retrieved(reference, keys).count(False)
+    print(f"  guard {study.study_name}: seed {reference.user_attrs['seed']} (trial "
+          f"{reference.number}) {keys - bar_misses}/{keys}")  # fmt: skip
+    for number, _ in ranked:
+        trial = trials[int(number)]
+        got = retrieved(trial, bar_misses)
+        passed = len(got) == keys and got.count(False) <= bar_misses
+        print(f"  guard {study.study_name}: trial {trial.number} {got.count(True)}/{len(got)} "
+              f"{'passes' if passed else 'fails'}")  # fmt: skip
+        if passed:
+            return trial
+    return reference
+
+
 def bootstrap(diffs: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     """95 % percentile interval of the mean of `diffs` (resampled with replacement)."""
     means = [rng.choice(diffs, diffs.size).mean() for _ in range(4000)]
@@ -123,15 +208,12 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import optuna
 
-    from longrope_opt import RopeScaling
-    from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.models import load_model
     from longrope_opt.objectives import evaluate_passkey
     from longrope_opt.objectives import evaluate_perplexity
-    from longrope_opt.rope import METHODS
-    from longrope_opt.space import SearchSpace
     from longrope_opt.studies import run_search
+    from longrope_opt.studies import space_of_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     L = args.target_length
@@ -158,21 +240,29 @@ def main() -> None:
     if args.stage == "rerank":
         return
 
-    spec = RopeSpec.from_config(model.config)
-    t = SearchSpace(spec, L).fixed_attention_scale
-    methods: dict[str, RopeScaling | None] = {"none": None}
-    for m in ("pi", "ntk", "yarn"):
-        methods[m] = METHODS[m](spec, L)
-    critical = SearchSpace(spec, L, shape="critical")
-    for name, params in critical.seed_params()[:2]:
-        sc = critical.to_scaling(params)
-        methods[name] = RopeScaling(sc.factors, 0, t, method=name)
-    for key in ("plain", "new"):
-        if key in winners:
-            methods[f"{key}-search"] = winners[key][0]
-    unknown = set(args.passkey_methods) - set(methods)
-    if unknown:
-        sys.exit(f"--passkey-methods: unknown {sorted(unknown)}; choose from {list(methods)}")
+    methods = classic_methods(model.config, L)
+    possible = [*methods, *(f"{k}-{r}" for r in ("search", "guarded") for k in winners)]
+    unknown = set(args.passkey_methods) - set(possible)
+    if unknown:  # before the guard, which can take an hour
+        sys.exit(f"--passkey-methods: unknown {sorted(unknown)}; choose from {possible}")
+    trial_of = {}  # a search row's trial: a row made for another trial is measured again
+    for key in (k for k in ("plain", "new") if k in winners):
+        methods[f"{key}-search"], trial = winners[key]
+        trial_of[f"{key}-search"] = trial.number
+        if args.guard_keys:
+            study = studies[key]
+
+            def check(candidate, i: int, study=study) -> bool:  # validation key i at L
+                sc = space_of_study(study, candidate).to_scaling(candidate.params)
+                r = evaluate_passkey(model, tok, sc, L, n_trials=i + 1, seed=GUARD_SEED, start=i)
+                return r.correct[0]
+
+            guarded = guard(study, check, args.guard_keys)
+            if guarded.number == trial.number:
+                print(f"  guard {key}: the re-ranked winner passes; no separate row")
+            else:
+                sc = space_of_study(study, guarded).to_scaling(guarded.params)
+                methods[f"{key}-guarded"], trial_of[f"{key}-guarded"] = sc, guarded.number
     raw_path = Path(f"{args.out}.json")
     raw = json.loads(raw_path.read_text()) if raw_path.exists() else {}
 
@@ -183,12 +273,15 @@ def main() -> None:
     # the numbers the goal is about come before the long passkey runs.
     for name, scaling in methods.items():
         row = raw.setdefault(name, {})
+        if name in trial_of and row.setdefault("trial", trial_of[name]) != trial_of[name]:
+            row.clear()
+            row["trial"] = trial_of[name]
         if row.get("docs") != held.doc_ids:  # new, or measured on other held-out text
             row["ppl"] = evaluate_perplexity(model, held, scaling, progress=True).sample_ppl
             row["docs"] = held.doc_ids
             save()
         print(f"  {name:<14} ppl {np.round(row['ppl'], 3).tolist()}")
-    wanted = args.passkey_methods or list(methods)
+    wanted = [m for m in args.passkey_methods or methods if m in methods]
     for length in (L // 2, L):
         for name in wanted:
             correct = raw[name].setdefault(f"passkey{length}", [])
@@ -199,7 +292,9 @@ def main() -> None:
                 correct += [bool(c) for c in r.correct]
                 save()
             print(f"  {name:<14} passkey {length}: {sum(correct)}/{len(correct)}")
-    report(raw, L, held.doc_ids)
+    table = report(raw, L, held.doc_ids)
+    print(table)
+    Path(f"{args.out}.txt").write_text(table + "\n")
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -210,16 +305,26 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def report(raw: dict, L: int, doc_ids: list[str]) -> None:
-    """The table: per method, perplexity, paired differences, passkey accuracy (k/n, interval)."""
+def sign_test(b: int, c: int) -> float:
+    """Exact two-sided sign test (McNemar) p-value for b vs c discordant pairs."""
+    n, k = b + c, min(b, c)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+
+
+def report(raw: dict, L: int, doc_ids: list[str]) -> str:
+    """The table: per method, perplexity, paired differences, passkey accuracy (k/n, interval),
+    then passkey paired with the best classic method on the same prompts (sign test)."""
     rng = np.random.default_rng(0)
-    classic = [m for m in ("pi", "ntk", "yarn", "yarn-cd", "ntk-cd") if m in raw]
-    best = min(classic, key=lambda m: np.mean(np.log(raw[m]["ppl"])))
-    print(f"\n{L} tokens, held-out {doc_ids}; best classic method: {best}")
-    print(f"{'method':<14}{'ppl':>9}{'ratio':>8}{'Δ log ppl':>11}{'95 % CI':>20}"
-          f"{'per window':>28}" + "".join(f"{'passkey ' + str(n):>24}" for n in (L // 2, L)))  # fmt: skip
-    ref = np.log(raw[best]["ppl"])
-    for name, row in raw.items():
+    rows = {name: row for name, row in raw.items() if "ppl" in row}
+    classic = [m for m in ("pi", "ntk", "yarn", "yarn-cd", "ntk-cd") if m in rows]
+    best = min(classic, key=lambda m: np.mean(np.log(rows[m]["ppl"])))
+    lines = [f"{L} tokens, held-out {doc_ids}; best classic method: {best}"]
+    lines.append(f"{'method':<14}{'ppl':>9}{'ratio':>8}{'Δ log ppl':>11}{'95 % CI':>20}"
+                 f"{'per window':>28}" + "".join(f"{'passkey ' + str(n):>24}" for n in (L // 2, L)))  # fmt: skip
+    ref = np.log(rows[best]["ppl"])
+    for name, row in rows.items():
         logs = np.log(row["ppl"])
         diff = logs - ref
         lo, hi = bootstrap(diff, rng) if name != best else (0.0, 0.0)
@@ -233,9 +338,24 @@ def report(raw: dict, L: int, doc_ids: list[str]) -> None:
                 line += f"{sum(keys):>6}/{len(keys):<3}[{a:4.0%}, {b:4.0%}]".rjust(24)
             else:
                 line += f"{'not run':>24}"
-        print(line)
-    print("ppl: geometric mean over the windows; ratio = exp(mean Δ log ppl) vs the best classic "
-          "method; CI: bootstrap over windows; passkey: correct/keys [Wilson 95 %].")
+        lines.append(line)
+    lines.append("ppl: geometric mean over the windows; ratio = exp(mean Δ log ppl) vs the best "
+                 "classic method; CI: bootstrap over windows; passkey: correct/keys [Wilson 95 %].")  # fmt: skip
+    lines.append(f"\npasskey paired with {best} on the same prompts: +b only the method retrieves, "
+                 "-c only the best classic does; exact sign test p")  # fmt: skip
+    for name, row in rows.items():
+        cells = []
+        for n in (L // 2, L):
+            mine, theirs = row.get(f"passkey{n}", []), rows[best].get(f"passkey{n}", [])
+            k = min(len(mine), len(theirs))
+            if name == best or not k:
+                cells.append(f"{'—':>26}")
+                continue
+            b = sum(m and not t for m, t in zip(mine[:k], theirs[:k]))
+            c = sum(t and not m for m, t in zip(mine[:k], theirs[:k]))
+            cells.append(f"{k:>3} keys +{b:<2} -{c:<2} p {sign_test(b, c):5.3f}".rjust(26))
+        lines.append(f"{name:<14}" + "".join(cells))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

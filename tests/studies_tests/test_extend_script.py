@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -22,16 +24,21 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
         sys.executable, str(ROOT / "studies" / "extend_4x_smollm2.py"), "--model", tiny_model_dir,
         "--corpus", corpus, "--target-length", "256", "--skip-tokens", "96", "--trials", "6",
         "--rerank", "2", "--held-out", "3", "--keys", "2", "--out", str(out), "--dtype", "float32",
+        "--guard-keys", "2",
     ]  # fmt: skip
     first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "best classic method" in first.stdout
+    assert "best classic method" in first.stdout and "guard 4x-new: seed" in first.stdout
+    table = out.with_suffix(".txt").read_text()
+    assert "best classic method" in table and "passkey paired with" in table
     raw = json.loads(out.with_suffix(".json").read_text())
     assert {"none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd", "plain-search", "new-search"} <= set(raw)
     assert all(len(row["ppl"]) == 3 and len(row["passkey128"]) == 2 for row in raw.values())
     storage = f"sqlite:///{out}.db"
     new = optuna.load_study(study_name="4x-new", storage=storage)
     assert len(new.user_attrs["longrope_opt:rerank"]) == 2
+    guarded = new.user_attrs["longrope_opt:passkey_guard"]  # the seed ran every key
+    assert any(len(keys) == 2 for keys in guarded.values())
     assert new.user_attrs["longrope_opt:search_config"]["space"] == "critical"
     # held-out documents never reach a search
     held = set(new.user_attrs["longrope_opt:search_config"]["exclude_docs"])
@@ -51,3 +58,62 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
+
+
+def _script():
+    # studies/ is not a package: load the script as a module to test its pieces.
+    spec = importlib.util.spec_from_file_location("extend_4x", ROOT / "studies" / "extend_4x_smollm2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _guard_study(rerank: dict[str, float]) -> optuna.Study:
+    study = optuna.create_study()
+    for i, value in enumerate([5.5, 5.0, 4.9, 4.8, 4.7]):
+        seed = {0: "ntk-cd", 1: "yarn-cd"}.get(i)
+        attrs = {"seed": seed} if seed else {}
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs=attrs))
+    study.set_user_attr("longrope_opt:rerank", rerank)
+    return study
+
+
+def test_guard_keeps_the_best_candidate_that_retrieves_as_well_as_the_best_seed() -> None:
+    script = _script()
+    # trial 1 (best seed) misses key 2; trial 4 (re-rank best) misses keys 0 and 1; trial 3
+    # misses key 3 only; trial 2 retrieves everything but ranks last.
+    misses = {1: {2}, 4: {0, 1}, 3: {3}, 2: set()}
+    calls: list[tuple[int, int]] = []
+
+    def check(trial, i: int) -> bool:
+        calls.append((trial.number, i))
+        return i not in misses[trial.number]
+
+    study = _guard_study({"4": 4.0, "3": 4.1, "2": 4.2})
+    winner = script.guard(study, check, 4)
+    assert winner.number == 3  # the best re-ranked trial with <= 1 miss, not the perfect one
+    assert [n for n, _ in calls].count(4) == 2  # stopped once it missed more than the seed
+    assert 2 not in {n for n, _ in calls}  # never reached
+    assert study.user_attrs[script.GUARD_KEY] == {
+        "1": [True, True, False, True], "4": [False, False], "3": [True, True, True, False],
+    }  # fmt: skip
+    calls.clear()
+    assert script.guard(study, check, 4).number == 3 and not calls  # resumed: nothing re-run
+    more = script.guard(study, check, 5)  # one more key: only key 4 runs, per trial still alive
+    assert more.number == 3 and {i for _, i in calls} == {4}
+
+
+def test_guard_falls_back_to_the_best_seed_when_no_candidate_retrieves_as_well() -> None:
+    script = _script()
+    study = _guard_study({"4": 4.0, "3": 4.1})
+    winner = script.guard(study, lambda trial, i: trial.number == 1, 3)
+    assert winner.number == 1 and winner.user_attrs["seed"] == "yarn-cd"
+
+
+def test_sign_test_matches_an_exact_binomial_test() -> None:
+    from scipy.stats import binomtest
+
+    script = _script()
+    for b, c in [(8, 1), (6, 0), (3, 3), (0, 5), (12, 4)]:
+        assert math.isclose(script.sign_test(b, c), binomtest(b, b + c, 0.5).pvalue)
+    assert script.sign_test(0, 0) == 1.0
