@@ -85,11 +85,19 @@ def parse() -> argparse.Namespace:
         help="comma-separated methods to run passkey for (default all: none, pi, ntk, yarn, "
         "yarn-cd, ntk-cd, plain-search, new-search)",
     )  # fmt: skip
+    p.add_argument(
+        "--passkey-lengths", default="half,target",
+        help="where passkey runs: half (target/2), target, or both (comma-separated)",
+    )  # fmt: skip
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "extend-4x"))
     p.add_argument("--dtype", default="auto")
     args = p.parse_args()
     args.studies = [n.strip() for n in args.studies.split(",") if n.strip()]
     args.passkey_methods = [n.strip() for n in args.passkey_methods.split(",") if n.strip()]
+    lengths = [n.strip() for n in args.passkey_lengths.split(",") if n.strip()]
+    if not lengths or set(lengths) - {"half", "target"}:
+        p.error(f"--passkey-lengths must name half and/or target, got {args.passkey_lengths!r}")
+    args.passkey_lengths = [args.target_length // (2 if n == "half" else 1) for n in lengths]
     if args.guard_keys < 0:
         p.error(f"--guard-keys must be an integer >= 0, got {args.guard_keys}")
     if not args.studies or set(args.studies) - {"new", "plain"}:
@@ -282,7 +290,7 @@ def main() -> None:
             save()
         print(f"  {name:<14} ppl {np.round(row['ppl'], 3).tolist()}")
     wanted = [m for m in args.passkey_methods or methods if m in methods]
-    for length in (L // 2, L):
+    for length in args.passkey_lengths:
         for name in wanted:
             correct = raw[name].setdefault(f"passkey{length}", [])
             while len(correct) < args.keys:

@@ -49,15 +49,19 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert "rerank" not in again.stdout and len(optuna.load_study(
         study_name="4x-new", storage=storage).trials) == len(new.trials)  # fmt: skip
     # more keys for one method: only its new keys run, the others' results are kept
-    more = subprocess.run(cmd + ["--keys", "3", "--passkey-methods", "new-search"], cwd=ROOT,
+    more = subprocess.run(cmd + ["--keys", "3", "--passkey-methods", "new-search",
+                                 "--passkey-lengths", "target"], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)  # fmt: skip
     assert more.returncode == 0, more.stderr[-3000:]
     after = json.loads(out.with_suffix(".json").read_text())
-    assert after["new-search"]["passkey128"][:2] == raw["new-search"]["passkey128"]
+    assert after["new-search"]["passkey128"] == raw["new-search"]["passkey128"]  # not asked
     assert len(after["new-search"]["passkey256"]) == 3 and after["pi"] == raw["pi"]
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
+    bad = subprocess.run(cmd + ["--passkey-lengths", "quarter"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900)  # fmt: skip
+    assert bad.returncode == 2 and "--passkey-lengths must name half and/or target" in bad.stderr
 
 
 def _script():
