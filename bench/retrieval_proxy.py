@@ -13,8 +13,9 @@ the target, so one can see whether the cheap score would have flagged the retrie
 
 Needle documents are search-side (the 4x table's held-out windows are excluded). Per method:
 mean answer NLL (nats per answer token) with a bootstrap 95 % interval over prompts, answers
-retrieved greedily, the same split at depth <= 0.35 (far from the question), and the passkey
-result from <out>.json.
+retrieved greedily, the same split at depth <= 0.35 (far from the question), the paired
+difference in answer NLL against YaRN-cd on the same prompts (bootstrap over prompts), and the
+passkey result from <out>.json. Per-prompt values go to `--json`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--docs", type=int, default=4, help="needle documents")
     p.add_argument("--depths", type=int, default=6, help="needle depths per document")
     p.add_argument("--dtype", default="auto")
+    p.add_argument("--json", default=str(ROOT / "bench" / "results" / "retrieval-proxy.json"),
+                   help="where the per-prompt values go")  # fmt: skip
     args = p.parse_args()
     for name in ("docs", "depths"):
         if getattr(args, name) < (1 if name == "docs" else 4):
@@ -87,7 +90,8 @@ def main() -> None:
     print(f"{L} positions, {len(prompts)} needle prompts of {args.skip_tokens} tokens "
           f"({args.docs} documents x depths {depths})")  # fmt: skip
     print(f"{'method':<14}{'answer NLL':>11}{'95 % CI':>18}{'retrieved':>11}{'far':>8}"
-          f"{'passkey ' + str(L):>16}")  # fmt: skip
+          f"{'vs yarn-cd':>11}{'95 % CI':>18}{'passkey ' + str(L):>16}")  # fmt: skip
+    per_prompt: dict[str, list[float]] = {}
     for name, scaling in methods.items():
         nll, ok = [], []
         patch = nullcontext() if scaling is None else apply_rope_scaling(model, scaling)
@@ -96,14 +100,26 @@ def main() -> None:
                 total, correct = needle_nll(model, prompt)
                 nll.append(total / (prompt.answer_span[1] - prompt.answer_span[0]))
                 ok.append(correct)
+        per_prompt[name] = nll
         nll_a = np.array(nll)
-        means = [rng.choice(nll_a, nll_a.size).mean() for _ in range(2000)]
-        lo, hi = np.percentile(means, [2.5, 97.5])
+        lo, hi = interval(nll_a, rng)
+        diff = nll_a - np.array(per_prompt.get("yarn-cd", nll))  # yarn-cd comes before searches
+        d_lo, d_hi = interval(diff, rng)
         far = [c for c, p in zip(ok, prompts) if p.depth <= 0.35]
         keys = raw.get(name, {}).get(f"passkey{L}", [])
         passkey = f"{sum(keys)}/{len(keys)}" if keys else "not run"
         print(f"{name:<14}{nll_a.mean():11.3f}   [{lo:6.3f}, {hi:6.3f}]"
-              f"{sum(ok):>6}/{len(ok):<4}{sum(far):>4}/{len(far):<3}{passkey:>16}", flush=True)  # fmt: skip
+              f"{sum(ok):>6}/{len(ok):<4}{sum(far):>4}/{len(far):<3}"
+              f"{diff.mean():+11.3f}   [{d_lo:+.3f}, {d_hi:+.3f}]{passkey:>16}", flush=True)  # fmt: skip
+    out = Path(args.json)
+    prompt_info = [{"depth": p.depth, "needle_position": p.needle_position} for p in prompts]
+    out.write_text(json.dumps({"prompts": prompt_info, "answer_nll": per_prompt}, indent=1))
+
+
+def interval(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """95 % bootstrap interval of the mean of `values` (resampled with replacement)."""
+    means = [rng.choice(values, values.size).mean() for _ in range(2000)]
+    return tuple(np.percentile(means, [2.5, 97.5]))
 
 
 if __name__ == "__main__":

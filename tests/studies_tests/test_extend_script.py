@@ -56,6 +56,16 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     after = json.loads(out.with_suffix(".json").read_text())
     assert after["new-search"]["passkey128"] == raw["new-search"]["passkey128"]  # not asked
     assert len(after["new-search"]["passkey256"]) == 3 and after["pi"] == raw["pi"]
+    # bench/retrieval_proxy.py reads this table's studies and results
+    proxy = subprocess.run([
+        sys.executable, str(ROOT / "bench" / "retrieval_proxy.py"), "--out", str(out), "--model",
+        tiny_model_dir, "--corpus", corpus, "--target-length", "256", "--skip-tokens", "96",
+        "--docs", "1", "--depths", "4", "--dtype", "float32", "--json", str(tmp_path / "p.json"),
+    ], cwd=ROOT, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proxy.returncode == 0, proxy.stderr[-3000:]
+    values = json.loads((tmp_path / "p.json").read_text())["answer_nll"]
+    assert set(values) == set(raw) and all(len(v) == 4 for v in values.values())
+    assert "new-search" in proxy.stdout and "vs yarn-cd" in proxy.stdout
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
