@@ -127,7 +127,8 @@ def configs(args: argparse.Namespace, held: list[str]) -> dict:
 
 def classic_methods(config, length: int) -> dict:
     """The table's classic rows at `length`: none, PI, NTK, YaRN, and YaRN / NTK with the
-    critical-dimension correction (t fixed at YaRN's rule), by name."""
+    critical-dimension correction (t by the search space's default rule, as the searches' seeds),
+    by name."""
     from longrope_opt import RopeScaling
     from longrope_opt import RopeSpec
     from longrope_opt.rope import METHODS
@@ -273,6 +274,8 @@ def main() -> None:
                 methods[f"{key}-guarded"], trial_of[f"{key}-guarded"] = sc, guarded.number
     raw_path = Path(f"{args.out}.json")
     raw = json.loads(raw_path.read_text()) if raw_path.exists() else {}
+    for key in (k for k in winners if args.guard_keys and f"{k}-guarded" not in methods):
+        raw.pop(f"{key}-guarded", None)  # the guard now keeps the re-ranked winner: no row
 
     def save() -> None:  # after every piece: an interruption loses one piece at most
         raw_path.write_text(json.dumps(raw, indent=1))
