@@ -102,9 +102,9 @@ def main() -> None:
                 ok.append(correct)
         per_prompt[name] = nll
         nll_a = np.array(nll)
-        lo, hi = interval(nll_a, rng)
+        lo, hi = x4.bootstrap(nll_a, rng, resamples=2000)
         diff = nll_a - np.array(per_prompt.get("yarn-cd", nll))  # yarn-cd comes before searches
-        d_lo, d_hi = interval(diff, rng)
+        d_lo, d_hi = x4.bootstrap(diff, rng, resamples=2000)
         far = [c for c, p in zip(ok, prompts) if p.depth <= 0.35]
         keys = raw.get(name, {}).get(f"passkey{L}", [])
         passkey = f"{sum(keys)}/{len(keys)}" if keys else "not run"
@@ -114,12 +114,6 @@ def main() -> None:
     out = Path(args.json)
     prompt_info = [{"depth": p.depth, "needle_position": p.needle_position} for p in prompts]
     out.write_text(json.dumps({"prompts": prompt_info, "answer_nll": per_prompt}, indent=1))
-
-
-def interval(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """95 % bootstrap interval of the mean of `values` (resampled with replacement)."""
-    means = [rng.choice(values, values.size).mean() for _ in range(2000)]
-    return tuple(np.percentile(means, [2.5, 97.5]))
 
 
 if __name__ == "__main__":

@@ -206,9 +206,11 @@ def guard(study, check, keys: int):
     return reference
 
 
-def bootstrap(diffs: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+def bootstrap(
+    diffs: np.ndarray, rng: np.random.Generator, resamples: int = 4000
+) -> tuple[float, float]:
     """95 % percentile interval of the mean of `diffs` (resampled with replacement)."""
-    means = [rng.choice(diffs, diffs.size).mean() for _ in range(4000)]
+    means = [rng.choice(diffs, diffs.size).mean() for _ in range(resamples)]
     return tuple(np.percentile(means, [2.5, 97.5]))
 
 
