@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import math
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 
 from tests.conftest import write_tiny_corpus
 
@@ -66,6 +68,23 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     values = json.loads((tmp_path / "p.json").read_text())["answer_nll"]
     assert set(values) == set(raw) and all(len(v) == 4 for v in values.values())
     assert "new-search" in proxy.stdout and "vs yarn-cd" in proxy.stdout
+    # bench/retrieval_intervention.py: a hybrid row on chosen prompts, resumable
+    swap = [
+        sys.executable, str(ROOT / "bench" / "retrieval_intervention.py"), "--out", str(out),
+        "--model", tiny_model_dir, "--target-length", "256", "--dtype", "float32",
+        "--hybrid", "h=yarn-cd:plain-search:0-2", "--prompts", "0,1",
+        "--json", str(tmp_path / "swap.json"),
+    ]  # fmt: skip
+    done = subprocess.run(swap, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    entry = json.loads((tmp_path / "swap.json").read_text())["h"]
+    assert sorted(entry["results"]) == ["0", "1"] and entry["band"] == [0, 2]
+    assert "h prompt 1:" in done.stdout and "sign test" in (tmp_path / "swap.txt").read_text()
+    again = subprocess.run(swap, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "h prompt" not in again.stdout  # resumed: nothing re-run
+    bad = subprocess.run(swap + ["--hybrid", "h=yarn-cd"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900)  # fmt: skip
+    assert bad.returncode == 2 and "--hybrid must look like name=base:donor:a-b" in bad.stderr
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
@@ -131,3 +150,22 @@ def test_sign_test_matches_an_exact_binomial_test() -> None:
     for b, c in [(8, 1), (6, 0), (3, 3), (0, 5), (12, 4)]:
         assert math.isclose(script.sign_test(b, c), binomtest(b, b + c, 0.5).pvalue)
     assert script.sign_test(0, 0) == 1.0
+
+
+def test_hybrid_takes_one_band_of_factors_from_the_donor_and_the_rest_from_the_base() -> None:
+    from longrope_opt import RopeScaling
+
+    spec = importlib.util.spec_from_file_location(
+        "intervention", ROOT / "bench" / "retrieval_intervention.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    base = RopeScaling([1.0, 1.5, 2.0, 3.0, 4.0], 0, 1.1)
+    donor = RopeScaling([1.0, 1.0, 1.0, 2.5, 5.0], 7, 1.3)
+    assert bench.parse_hybrid("x=a:b:1-3") == ("x", "a", "b", 1, 3)
+    hybrid = bench.hybrid_scaling(base, donor, 1, 3, "x")
+    assert hybrid.factors.tolist() == [1.0, 1.0, 1.0, 3.0, 4.0]
+    assert (hybrid.n_hat, hybrid.attention_scale) == (0, 1.1)  # the base's, not the donor's
+    for text in ("x=a:b:3-1", "x=a:b", "a:b:0-2", "x=a:b:0-z"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--hybrid"):
+            bench.parse_hybrid(text)

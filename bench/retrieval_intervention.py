@@ -1,0 +1,164 @@
+"""Which dimensions carry the 32k passkey loss? Swap one band of λ between two table rows.
+
+The 4x table (studies/extend_4x_smollm2.py) found prompts that YaRN-cd retrieves at 32k and the
+plain LongRoPE search does not. The two differ in several places at once: λ on the
+high-frequency dimensions (YaRN-cd > 1, the plain search = 1), λ on the middle band, n̂. This
+bench takes a *base* row, replaces λ on one band of dimensions with a *donor* row's values, and
+keeps everything else (other λ, n̂, t) from the base. It then runs passkey retrieval on
+the prompts where the two rows disagree (the base retrieves, the donor does not). Those prompts
+were drawn before anyone looked at them, by the table's seed. If the hybrid loses them, that band
+alone carries the loss. If it keeps them, the cause lies elsewhere.
+
+    python bench/retrieval_intervention.py                       # the two default hybrids
+    python bench/retrieval_intervention.py --hybrid 'high=yarn-cd:plain-search:0-10' --prompts 2,3
+
+Each prompt costs one forward at the target (≈ 1 min on an AMX CPU, ≈ 5 min without). Results go
+to `--json` after every prompt, so an interrupted run resumes where it stopped. The table goes to
+the same path with `.txt`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_HYBRIDS = (
+    # YaRN-cd with the plain search's λ = 1 on the ten highest frequencies: is that the loss?
+    "ycd-high-plain=yarn-cd:plain-search:0-10",
+    # YaRN-cd with the plain search's (lower) λ on the middle band, 10..19: or is it this?
+    "ycd-mid-plain=yarn-cd:plain-search:10-20",
+)
+
+
+def parse_hybrid(text: str) -> tuple[str, str, str, int, int]:
+    """``name=base:donor:a-b`` → (name, base, donor, a, b); dims a..b-1 come from the donor."""
+    try:
+        name, rest = text.split("=")
+        base, donor, band = rest.split(":")
+        a, b = (int(x) for x in band.split("-"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"--hybrid must look like name=base:donor:a-b (e.g. high=yarn-cd:plain-search:0-10), "
+            f"got {text!r}"
+        ) from exc
+    if not 0 <= a < b:
+        raise argparse.ArgumentTypeError(f"--hybrid band must satisfy 0 <= a < b, got {a}-{b}")
+    return name, base, donor, a, b
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "extend-4x"),
+                   help="the 4x table's results prefix (<out>.db, <out>.json)")  # fmt: skip
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--target-length", type=int, default=32768)
+    p.add_argument("--hybrid", type=parse_hybrid, action="append",
+                   help="name=base:donor:a-b, repeatable (default: the two bands of "
+                        "yarn-cd vs plain-search)")  # fmt: skip
+    p.add_argument("--prompts", default="",
+                   help="comma-separated prompt indices (default: where base retrieves and the "
+                        "donor does not, among prompts the table ran for both)")  # fmt: skip
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--json", default=str(ROOT / "bench" / "results" / "retrieval-intervention.json"))
+    args = p.parse_args()
+    args.hybrid = args.hybrid or [parse_hybrid(h) for h in DEFAULT_HYBRIDS]
+    try:
+        args.prompts = [int(i) for i in args.prompts.split(",") if i.strip()]
+    except ValueError:
+        p.error(f"--prompts must be comma-separated integers, got {args.prompts!r}")
+    if any(i < 0 for i in args.prompts):
+        p.error(f"--prompts must be >= 0, got {args.prompts}")
+    return args
+
+
+def hybrid_scaling(base, donor, a: int, b: int, name: str):
+    """`base` with λ[a:b] taken from `donor`; n̂ and t stay the base's."""
+    from longrope_opt import RopeScaling
+
+    factors = np.array(base.factors)
+    if b > factors.size:
+        raise SystemExit(f"--hybrid {name}: band end {b} > {factors.size} factors")
+    factors[a:b] = np.asarray(donor.factors)[a:b]
+    return RopeScaling(factors, base.n_hat, base.attention_scale, method=name)
+
+
+def marks(keys: list[bool], indices) -> str:
+    """1 retrieved, . missed, ? not run — one character per index."""
+    return "".join("?" if i >= len(keys) else "1" if keys[i] else "." for i in indices)
+
+
+def main() -> None:
+    args = parse()
+    import optuna
+
+    from longrope_opt.models import load_model
+    from longrope_opt.objectives import evaluate_passkey
+    from longrope_opt.studies import reranked_best
+
+    spec = importlib.util.spec_from_file_location("x4", ROOT / "studies" / "extend_4x_smollm2.py")
+    x4 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(x4)
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    L = args.target_length
+    raw = json.loads(Path(f"{args.out}.json").read_text())
+    model, tok = load_model(args.model, dtype=args.dtype, fuse=args.dtype != "float32")
+    methods = x4.classic_methods(model.config, L)
+    for key in ("plain", "new"):
+        study = optuna.load_study(study_name=f"4x-{key}", storage=f"sqlite:///{args.out}.db")
+        best = reranked_best(study)
+        if best is not None:
+            methods[f"{key}-search"] = best[0]
+    out = Path(args.json)
+    done = json.loads(out.read_text()) if out.exists() else {}
+    lines = [f"passkey at {L}: hybrids = base with one band of λ from the donor (n̂, t: base's)"]
+    for name, base, donor, a, b in args.hybrid:
+        for row in (base, donor):
+            if methods.get(row) is None:
+                raise SystemExit(f"--hybrid {name}: no scaled row {row!r}; choose from "
+                                 f"{[m for m, s in methods.items() if s is not None]}")  # fmt: skip
+        scaling = hybrid_scaling(methods[base], methods[donor], a, b, name)
+        mine, theirs = (raw.get(r, {}).get(f"passkey{L}", []) for r in (base, donor))
+        prompts = args.prompts or [
+            i for i, (x, y) in enumerate(zip(mine, theirs)) if x and not y
+        ]  # the base retrieves, the donor does not
+        entry = done.setdefault(name, {"factors": scaling.factors.tolist(), "results": {}})
+        if entry["factors"] != scaling.factors.tolist():  # other rows since: start again
+            entry.update(factors=scaling.factors.tolist(), results={})
+        entry.update(base=base, donor=donor, band=[a, b], n_hat=scaling.n_hat,
+                     t=scaling.attention_scale)  # fmt: skip
+        for i in prompts:
+            if str(i) in entry["results"]:
+                continue
+            r = evaluate_passkey(model, tok, scaling, L, n_trials=i + 1, start=i, progress=True)
+            entry["results"][str(i)] = {"correct": bool(r.correct[0]), "key_nll": r.nll[0]}
+            out.write_text(json.dumps(done, indent=1))
+            print(f"  {name} prompt {i}: {'retrieved' if r.correct[0] else 'missed'}", flush=True)
+        got = [entry["results"][str(i)]["correct"] for i in prompts]
+        known = [(i, c) for i, c in zip(prompts, got) if i < len(mine)]
+        lost = sum(mine[i] and not c for i, c in known)  # the base retrieves, the hybrid not
+        won = sum(c and not mine[i] for i, c in known)
+        lines.append(
+            f"{name:<16} {base} with λ[{a}:{b}] of {donor}: prompts {prompts}\n"
+            f"  {base:<14} {marks(mine, prompts)}\n  {donor:<14} {marks(theirs, prompts)}\n"
+            f"  {name:<14} {marks(got, range(len(got)))}  ({sum(got)}/{len(got)} retrieved; "
+            f"vs {base}: -{lost} +{won}, sign test p = {x4.sign_test(won, lost):.3f})"
+        )
+    table = "\n".join(lines)
+    print(table)
+    out.with_suffix(".txt").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
