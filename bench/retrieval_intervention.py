@@ -100,26 +100,15 @@ def marks(keys: list[bool], indices) -> str:
 
 def main() -> None:
     args = parse()
-    import optuna
 
-    from longrope_opt.models import load_model
     from longrope_opt.objectives import evaluate_passkey
-    from longrope_opt.studies import reranked_best
 
     spec = importlib.util.spec_from_file_location("x4", ROOT / "studies" / "extend_4x_smollm2.py")
     x4 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(x4)
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     L = args.target_length
-    raw = json.loads(Path(f"{args.out}.json").read_text())
-    model, tok = load_model(args.model, dtype=args.dtype, fuse=args.dtype != "float32")
-    methods = x4.classic_methods(model.config, L)
-    for key in ("plain", "new"):
-        study = optuna.load_study(study_name=f"4x-{key}", storage=f"sqlite:///{args.out}.db")
-        best = reranked_best(study)
-        if best is not None:
-            methods[f"{key}-search"] = best[0]
+    raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L)
     out = Path(args.json)
     done = json.loads(out.read_text()) if out.exists() else {}
     lines = [f"passkey at {L}: hybrids = base with one band of λ from the donor (n̂, t: base's)"]

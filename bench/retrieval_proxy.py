@@ -58,31 +58,20 @@ def parse() -> argparse.Namespace:
 
 def main() -> None:
     args = parse()
-    import optuna
     import torch
 
     from longrope_opt.data import load_samples
-    from longrope_opt.models import load_model
     from longrope_opt.objectives import needle_nll
     from longrope_opt.objectives import needle_prompts
     from longrope_opt.patching import apply_rope_scaling
-    from longrope_opt.studies import reranked_best
 
     spec = importlib.util.spec_from_file_location("x4", ROOT / "studies" / "extend_4x_smollm2.py")
     x4 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(x4)
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     L = args.target_length
-    raw = json.loads(Path(f"{args.out}.json").read_text())
+    raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L)
     held = next(row["docs"] for row in raw.values() if "docs" in row)
-    model, tok = load_model(args.model, dtype=args.dtype, fuse=args.dtype != "float32")
-    methods = x4.classic_methods(model.config, L)
-    for key in ("plain", "new"):
-        study = optuna.load_study(study_name=f"4x-{key}", storage=f"sqlite:///{args.out}.db")
-        best = reranked_best(study)
-        if best is not None:
-            methods[f"{key}-search"] = best[0]
     docs = load_samples(args.corpus, tok, args.skip_tokens, args.docs, seed=0, exclude=held)
     depths = np.linspace(0.05, 0.95, args.depths).round(3).tolist()
     prompts = needle_prompts(tok, list(docs), L, depths=depths, skip_tokens=args.skip_tokens)

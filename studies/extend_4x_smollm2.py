@@ -146,6 +146,28 @@ def classic_methods(config, length: int) -> dict:
     return methods
 
 
+def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
+    """What a bench script re-reads of the table: ``(raw results, model, tokenizer, rows)``.
+
+    The rows are the classic methods, then each search's re-ranked winner from ``<out>.db``
+    (``plain-search``, ``new-search``), by name; the raw results are ``<out>.json``."""
+    import optuna
+
+    from longrope_opt.models import load_model
+    from longrope_opt.studies import reranked_best
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    raw = json.loads(Path(f"{out}.json").read_text())
+    model, tok = load_model(model_name, dtype=dtype, fuse=dtype != "float32")
+    methods = classic_methods(model.config, length)
+    for key in ("plain", "new"):
+        study = optuna.load_study(study_name=f"4x-{key}", storage=f"sqlite:///{out}.db")
+        best = reranked_best(study)
+        if best is not None:
+            methods[f"{key}-search"] = best[0]
+    return raw, model, tok, methods
+
+
 def rerank(study, model, docs, top: int) -> tuple:
     """Full-length perplexity of the study's `top` best trials, stored in the study (resumable)."""
     from longrope_opt.objectives import evaluate_perplexity
