@@ -6,10 +6,10 @@ high-frequency dimensions (YaRN-cd > 1, the plain search = 1), λ on the middle 
 bench takes a *base* row, replaces λ on one band of dimensions with a *donor* row's values, and
 keeps everything else (other λ, n̂, t) from the base. It then runs passkey retrieval on
 the prompts where the two rows disagree (the base retrieves, the donor does not). Those prompts
-were drawn before anyone looked at them, by the table's seed. If the hybrid loses them, that band
-alone carries the loss. If it keeps them, the cause lies elsewhere.
+were drawn before anyone looked at them, by the table's seed. If the hybrid loses them, the
+donor's band is enough to cause the loss; if it keeps them, the band alone is not.
 
-    python bench/retrieval_intervention.py                       # the two default hybrids
+    python bench/retrieval_intervention.py                       # the three default hybrids
     python bench/retrieval_intervention.py --hybrid 'high=yarn-cd:plain-search:0-10' --prompts 2,3
 
 Each prompt costs one forward at the target (≈ 1 min on an AMX CPU, ≈ 5 min without). Results go
@@ -24,6 +24,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -36,6 +37,8 @@ DEFAULT_HYBRIDS = (
     "ycd-high-plain=yarn-cd:plain-search:0-10",
     # YaRN-cd with the plain search's (lower) λ on the middle band, 10..19: or is it this?
     "ycd-mid-plain=yarn-cd:plain-search:10-20",
+    # Both bands at once: all the plain search's λ that differ, with YaRN-cd's n̂ and t.
+    "ycd-both-plain=yarn-cd:plain-search:0-20",
 )
 
 
@@ -64,8 +67,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--target-length", type=int, default=32768)
     p.add_argument("--hybrid", type=parse_hybrid, action="append",
-                   help="name=base:donor:a-b, repeatable (default: the two bands of "
-                        "yarn-cd vs plain-search)")  # fmt: skip
+                   help="name=base:donor:a-b, repeatable (default: dims 0-9, 10-19 and 0-19 "
+                        "of plain-search in yarn-cd)")  # fmt: skip
     p.add_argument("--prompts", default="",
                    help="comma-separated prompt indices (default: where base retrieves and the "
                         "donor does not, among prompts the table ran for both)")  # fmt: skip
@@ -82,13 +85,20 @@ def parse() -> argparse.Namespace:
     return args
 
 
+def usage_error(message: str) -> NoReturn:
+    """One line on stderr, exit code 2 (as argparse does for bad arguments)."""
+    print(f"retrieval_intervention.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def hybrid_scaling(base, donor, a: int, b: int, name: str):
     """`base` with λ[a:b] taken from `donor`; n̂ and t stay the base's."""
     from longrope_opt import RopeScaling
 
     factors = np.array(base.factors)
     if b > factors.size:
-        raise SystemExit(f"--hybrid {name}: band end {b} > {factors.size} factors")
+        usage_error(f"--hybrid {name}: the band must end at <= {factors.size} (the factor "
+                    f"count), got {b}")
     factors[a:b] = np.asarray(donor.factors)[a:b]
     return RopeScaling(factors, base.n_hat, base.attention_scale, method=name)
 
@@ -115,8 +125,8 @@ def main() -> None:
     for name, base, donor, a, b in args.hybrid:
         for row in (base, donor):
             if methods.get(row) is None:
-                raise SystemExit(f"--hybrid {name}: no scaled row {row!r}; choose from "
-                                 f"{[m for m, s in methods.items() if s is not None]}")  # fmt: skip
+                usage_error(f"--hybrid {name}: no scaled row {row!r}; choose from "
+                            f"{[m for m, s in methods.items() if s is not None]}")  # fmt: skip
         scaling = hybrid_scaling(methods[base], methods[donor], a, b, name)
         mine, theirs = (raw.get(r, {}).get(f"passkey{L}", []) for r in (base, donor))
         prompts = args.prompts or [

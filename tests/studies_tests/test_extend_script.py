@@ -85,6 +85,9 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     bad = subprocess.run(swap + ["--hybrid", "h=yarn-cd"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode == 2 and "--hybrid must look like name=base:donor:a-b" in bad.stderr
+    bad = subprocess.run(swap + ["--hybrid", "h=yarn-cd:longrope:0-2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert bad.returncode == 2 and "no scaled row 'longrope'" in bad.stderr
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
