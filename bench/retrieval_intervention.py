@@ -11,6 +11,9 @@ donor's band is enough to cause the loss; if it keeps them, the band alone is no
 
     python bench/retrieval_intervention.py                       # the three default hybrids
     python bench/retrieval_intervention.py --hybrid 'high=yarn-cd:plain-search:0-10' --prompts 2,3
+    # does YaRN-cd's ramp below dim 24 rescue the new search? prompts it misses, and perplexity
+    python bench/retrieval_intervention.py --hybrid 'new-floor=new-search:yarn-cd:0-24' \
+        --prompts 1,3,5,8,10,13,15,16 --perplexity --json bench/results/retrieval-rescue.json
 
 Each prompt costs one forward at the target (≈ 1 min on an AMX CPU, ≈ 5 min without). Results go
 to `--json` after every prompt, so an interrupted run resumes where it stopped. The table goes to
@@ -72,6 +75,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--prompts", default="",
                    help="comma-separated prompt indices (default: where base retrieves and the "
                         "donor does not, among prompts the table ran for both)")  # fmt: skip
+    p.add_argument("--perplexity", action="store_true",
+                   help="also each hybrid's perplexity on the table's held-out windows, paired "
+                        "with its base and donor (one forward per window)")  # fmt: skip
+    p.add_argument("--corpus", default="builtin", help="the table's corpus (for --perplexity)")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--json", default=str(ROOT / "bench" / "results" / "retrieval-intervention.json"))
     args = p.parse_args()
@@ -108,10 +115,37 @@ def marks(keys: list[bool], indices) -> str:
     return "".join("?" if i >= len(keys) else "1" if keys[i] else "." for i in indices)
 
 
+def held_windows(raw: dict, corpus: str, tok, L: int):
+    """The table's held-out windows, rebuilt as the 4x script draws them; exit 2 if the table's
+    rows were measured on others."""
+    from longrope_opt.data import load_samples
+
+    docs = next((row["docs"] for row in raw.values() if "docs" in row), None)
+    if docs is None:
+        usage_error("--perplexity: the table has no perplexity rows yet")
+    held = load_samples(corpus, tok, L, len(docs), seed=101, windows=len(docs))
+    if held.doc_ids != docs:
+        usage_error(f"--perplexity: --corpus {corpus!r} gives windows {held.doc_ids}, the table "
+                    f"used {docs}")  # fmt: skip
+    return held
+
+
+def paired_ppl(name: str, ppl: list[float], raw: dict, rows: tuple[str, ...]) -> str:
+    """Geometric-mean perplexity and the per-window Δ log ppl against each of `rows`."""
+    logs = np.log(ppl)
+    parts = [f"  {name:<14} ppl {np.exp(logs.mean()):.3f}"]
+    for row in rows:
+        diff = logs - np.log(raw[row]["ppl"])
+        parts.append(f"vs {row} ×{np.exp(diff.mean()):.3f} (windows "
+                     f"{' '.join(f'{d:+.3f}' for d in diff)})")  # fmt: skip
+    return "; ".join(parts)
+
+
 def main() -> None:
     args = parse()
 
     from longrope_opt.objectives import evaluate_passkey
+    from longrope_opt.objectives import evaluate_perplexity
 
     spec = importlib.util.spec_from_file_location("x4", ROOT / "studies" / "extend_4x_smollm2.py")
     x4 = importlib.util.module_from_spec(spec)
@@ -121,6 +155,7 @@ def main() -> None:
     raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L)
     out = Path(args.json)
     done = json.loads(out.read_text()) if out.exists() else {}
+    held = held_windows(raw, args.corpus, tok, L) if args.perplexity else None
     lines = [f"passkey at {L}: hybrids = base with one band of λ from the donor (n̂, t: base's)"]
     for name, base, donor, a, b in args.hybrid:
         for row in (base, donor):
@@ -137,6 +172,10 @@ def main() -> None:
             entry.update(factors=scaling.factors.tolist(), results={})
         entry.update(base=base, donor=donor, band=[a, b], n_hat=scaling.n_hat,
                      t=scaling.attention_scale)  # fmt: skip
+        if held is not None and entry.get("ppl_docs") != held.doc_ids:
+            ppl = evaluate_perplexity(model, held, scaling, progress=True).sample_ppl
+            entry.update(ppl=[float(x) for x in ppl], ppl_docs=held.doc_ids)
+            out.write_text(json.dumps(done, indent=1))
         for i in prompts:
             if str(i) in entry["results"]:
                 continue
@@ -154,6 +193,8 @@ def main() -> None:
             f"  {name:<14} {marks(got, range(len(got)))}  ({sum(got)}/{len(got)} retrieved; "
             f"vs {base}: -{lost} +{won}, sign test p = {x4.sign_test(won, lost):.3f})"
         )
+        if "ppl" in entry:  # measured now or by an earlier --perplexity run
+            lines.append(paired_ppl(name, entry["ppl"], raw, (base, donor)))
     table = "\n".join(lines)
     print(table)
     out.with_suffix(".txt").write_text(table + "\n")

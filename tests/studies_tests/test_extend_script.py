@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 
@@ -88,6 +89,21 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     bad = subprocess.run(swap + ["--hybrid", "h=yarn-cd:longrope:0-2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=900)  # fmt: skip
     assert bad.returncode == 2 and "no scaled row 'longrope'" in bad.stderr
+    # --perplexity rebuilds the table's held-out windows: a row's band from itself is the row
+    same = swap[:-6] + ["--hybrid", "same=yarn-cd:yarn-cd:0-4", "--perplexity", "--corpus",
+                        corpus, "--prompts", "0", "--json", str(tmp_path / "same.json")]  # fmt: skip
+    done = subprocess.run(same, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    entry = json.loads((tmp_path / "same.json").read_text())["same"]
+    assert entry["ppl_docs"] == raw["yarn-cd"]["docs"]
+    assert np.allclose(entry["ppl"], raw["yarn-cd"]["ppl"], rtol=1e-5)
+    assert "vs plain-search ×" not in done.stdout and "vs yarn-cd ×1.000" in done.stdout
+    other = write_tiny_corpus(tmp_path / "other", n_docs=5, words=300, seed=7)
+    for f in Path(other).glob("*.txt"):  # other documents, other ids
+        f.rename(f.with_name(f"other-{f.name}"))
+    bad = subprocess.run(same[:-2] + ["--corpus", other, "--json", str(tmp_path / "o.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert bad.returncode == 2 and "--perplexity: --corpus" in bad.stderr
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
