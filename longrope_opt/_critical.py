@@ -30,10 +30,23 @@ SHAPES = ("full", "critical")
 DEFAULT_CRITICAL_RADIUS = 6
 
 
-def critical_range(spec: RopeSpec, radius: int) -> tuple[int, int]:
-    """``(lowest, highest)`` critical dimension searched: c₀ ± `radius`, inside [1, n − 1]."""
-    if isinstance(radius, bool) or not isinstance(radius, int) or radius < 0:
-        raise InvalidArgumentError(f"`critical_radius` must be an integer >= 0, got {radius!r}.")
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"`{name}` must be an integer >= 0, got {value!r}.")
+
+
+def critical_range(spec: RopeSpec, radius: int, above: int | None = None) -> tuple[int, int]:
+    """``(lowest, highest)`` critical dimension searched: c₀ − `radius` … c₀ + `above` (default
+    `radius`), inside [1, n − 1].
+
+    With ``above = 0`` every candidate's λ is at or above YaRN-cd's, elementwise: λ_c ≥ s and
+    c ≤ c₀ give λ_c^(i/c) ≥ s^(i/c₀) below c, and λ ≥ s from c on. A c above c₀ interpolates
+    dims below it less than YaRN-cd does, which is where the 4× passkey loss was traced
+    (bench/results/retrieval-intervention.txt).
+    """
+    _check_count("critical_radius", radius)
+    if above is not None:
+        _check_count("critical_above", above)
     n = spec.n_factors
     c0 = critical_dimension(spec)
     if c0 >= n:
@@ -41,7 +54,7 @@ def critical_range(spec: RopeSpec, radius: int) -> tuple[int, int]:
             f"the critical shape needs a frequency whose period exceeds the trained length "
             f"{spec.original_length}; every period of this RoPE fits in it (use --space full)."
         )
-    return max(1, c0 - radius), min(n - 1, c0 + radius)
+    return max(1, c0 - radius), min(n - 1, c0 + (radius if above is None else above))
 
 
 def with_ramp(factors: np.ndarray, critical: int) -> np.ndarray:

@@ -81,7 +81,10 @@ class SearchSpace:
         shape: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2,
             first searches only; see `longrope_opt._critical`: c searched in c₀ ±
             `critical_radius`, λ from c on in [s, lambda_high = 2s], a ramp below).
-        critical_radius: How far c may move from the theoretical c₀ (critical shape only).
+        critical_radius: How far c may move below the theoretical c₀ (critical shape only),
+            and above it unless `critical_above` is set.
+        critical_above: How far c may move above c₀ (None: `critical_radius`); 0 keeps every
+            λ at or above YaRN-cd's (see `longrope_opt._critical.critical_range`).
     """
 
     spec: RopeSpec
@@ -98,6 +101,7 @@ class SearchSpace:
     attention_value: float | None = None
     shape: str = "full"
     critical_radius: int = DEFAULT_CRITICAL_RADIUS
+    critical_above: int | None = None
     # Computed once: every decode/encode of a critical-shape trial asks for it.
     _critical_bounds: tuple[int, int] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -114,7 +118,7 @@ class SearchSpace:
                     f"{self.spec.original_length} (no --base, no --recovery); got target_length "
                     f"{self.target_length}{' and a base' if self.base is not None else ''}."
                 )
-            bounds = critical_range(self.spec, self.critical_radius)  # validates
+            bounds = critical_range(self.spec, self.critical_radius, self.critical_above)
             object.__setattr__(self, "_critical_bounds", bounds)
         if self.lambda_high is None:
             cap = 2.0 if self.shape == "critical" else 1.25

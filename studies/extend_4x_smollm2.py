@@ -2,10 +2,13 @@
 
 Three stages, each resumable (rerun the same command; every result is kept as it is made):
 
-1. search — two studies in one SQLite file: the new search (LongRoPE2's critical space, t
+1. search — studies in one SQLite file: the new search (LongRoPE2's critical space, t
    searched, the adaptive evolution, on the objective `--objective` names: by default full-length
-   perplexity, the only variant bench/proxy.py found to rank like held-out text) and the plain LongRoPE
-   search (full space, the paper's operators) on the same objective, documents and budget;
+   perplexity, the only variant bench/proxy.py found to rank like held-out text), the plain LongRoPE
+   search (full space, the paper's operators) on the same objective, documents and budget, and
+   (`--studies floor`) the floor search: the new one with c <= c₀, so every λ is at or above
+   YaRN-cd's (the band swap of bench/retrieval_intervention.py traced the 32k passkey loss to
+   less interpolation on dims 0-19);
 2. rerank — the top `--rerank` trials of each study re-evaluated at full fidelity (perplexity of
    the search documents at the full target length); the winner is chosen on that, and the
    re-ranking is stored in the study (`rerank_study`, user attr ``longrope_opt:rerank``);
@@ -22,6 +25,7 @@ Three stages, each resumable (rerun the same command; every result is kept as it
 
     python studies/extend_4x_smollm2.py                        # all stages (many hours on CPU)
     python studies/extend_4x_smollm2.py --stage search --trials 64 --studies new   # one study
+    python studies/extend_4x_smollm2.py --studies new,plain,floor --trials 32 --rerank 4   # + floor
     python studies/extend_4x_smollm2.py --stage table --guard-keys 10   # + retrieval-guarded rows
     python studies/extend_4x_smollm2.py --model tiny/ --corpus docs/ --target-length 256   # smoke
 
@@ -41,6 +45,7 @@ import numpy as np
 
 
 ROOT = Path(__file__).resolve().parents[1]
+STUDIES = ("plain", "new", "floor")  # the table's search rows, in this order
 
 
 def parse() -> argparse.Namespace:
@@ -70,7 +75,7 @@ def parse() -> argparse.Namespace:
         "the re-rank adds information even when the search objective is full-length)",
     )  # fmt: skip
     p.add_argument(
-        "--studies", default="new,plain", help="which searches to run, in order (new, plain)"
+        "--studies", default="new,plain", help="which searches, in order (new, plain, floor)"
     )
     p.add_argument(
         # Both perplexity searches lost passkeys at 32k that their best seed retrieves (the 4x
@@ -83,7 +88,7 @@ def parse() -> argparse.Namespace:
     p.add_argument(
         "--passkey-methods", default="",
         help="comma-separated methods to run passkey for (default all: none, pi, ntk, yarn, "
-        "yarn-cd, ntk-cd, plain-search, new-search)",
+        "yarn-cd, ntk-cd, plain-search, new-search, floor-search)",
     )  # fmt: skip
     p.add_argument(
         "--passkey-lengths", default="half,target",
@@ -100,8 +105,9 @@ def parse() -> argparse.Namespace:
     args.passkey_lengths = [args.target_length // (2 if n == "half" else 1) for n in lengths]
     if args.guard_keys < 0:
         p.error(f"--guard-keys must be an integer >= 0, got {args.guard_keys}")
-    if not args.studies or set(args.studies) - {"new", "plain"}:
-        p.error(f"--studies must name some of new, plain (comma-separated), got {args.studies!r}")
+    if not args.studies or set(args.studies) - set(STUDIES):
+        p.error(f"--studies must name some of {', '.join(STUDIES)} (comma-separated), got "
+                f"{args.studies!r}")  # fmt: skip
     return args
 
 
@@ -122,6 +128,8 @@ def configs(args: argparse.Namespace, held: list[str]) -> dict:
         "new": SearchConfig(**common, space="critical", attention="search",
                             sampler="longrope-adaptive", sampler_options=evolution),
         "plain": SearchConfig(**common, sampler="longrope", sampler_options=evolution),
+        "floor": SearchConfig(**common, space="critical", attention="search", critical_above=0,
+                              sampler="longrope-adaptive", sampler_options=evolution),
     }  # fmt: skip
 
 
@@ -150,7 +158,8 @@ def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
     """What a bench script re-reads of the table: ``(raw results, model, tokenizer, rows)``.
 
     The rows are the classic methods, then each search's re-ranked winner from ``<out>.db``
-    (``plain-search``, ``new-search``), by name; the raw results are ``<out>.json``."""
+    (``plain-search``, ``new-search``, ``floor-search``: those searched), by name; the raw
+    results are ``<out>.json``."""
     import optuna
 
     from longrope_opt.models import load_model
@@ -160,8 +169,9 @@ def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
     raw = json.loads(Path(f"{out}.json").read_text())
     model, tok = load_model(model_name, dtype=dtype, fuse=dtype != "float32")
     methods = classic_methods(model.config, length)
-    for key in ("plain", "new"):
-        study = optuna.load_study(study_name=f"4x-{key}", storage=f"sqlite:///{out}.db")
+    storage = f"sqlite:///{out}.db"
+    for key in (k for k in STUDIES if f"4x-{k}" in optuna.get_all_study_names(storage)):
+        study = optuna.load_study(study_name=f"4x-{key}", storage=storage)
         best = reranked_best(study)
         if best is not None:
             methods[f"{key}-search"] = best[0]
@@ -279,7 +289,7 @@ def main() -> None:
     if unknown:  # before the guard, which can take an hour
         sys.exit(f"--passkey-methods: unknown {sorted(unknown)}; choose from {possible}")
     trial_of = {}  # a search row's trial: a row made for another trial is measured again
-    for key in (k for k in ("plain", "new") if k in winners):
+    for key in (k for k in STUDIES if k in winners):
         methods[f"{key}-search"], trial = winners[key]
         trial_of[f"{key}-search"] = trial.number
         if args.guard_keys:

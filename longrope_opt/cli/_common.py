@@ -103,6 +103,18 @@ def add_evolution_flags(group: Any, *, p: int, n1: int, n2: int, k: int) -> None
     )
 
 
+def add_space_flags(group: Any, space_help: str) -> None:
+    """--space (full / critical) and --critical-above."""
+    group.add_argument("--space", choices=("full", "critical"), default="full", help=space_help)
+    group.add_argument(
+        "--critical-above",
+        type=int,
+        default=None,
+        help="critical space: how far c may rise above theory (default 6, as far as below); 0 "
+        "keeps every λ at or above YaRN-cd's, which the 4x passkey results favour",
+    )
+
+
 def text_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The `SearchConfig` fields every search command shares: model, text and target length."""
     return {

@@ -7,6 +7,7 @@ from typing import Any
 
 from longrope_opt.cli._common import add_evolution_flags
 from longrope_opt.cli._common import add_model_flags
+from longrope_opt.cli._common import add_space_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import evolution_kwargs
@@ -74,12 +75,7 @@ def add_parser(sub: Any) -> None:
         help="enqueue the same PI/NTK/YaRN seeds (or the critical space's) for every sampler, "
         "so seeded evolution is compared with seeded TPE/CMA-ES/NGOpt",
     )
-    cmp.add_argument(
-        "--space",
-        choices=("full", "critical"),
-        default="full",
-        help="the search space of every study (see `search --help`)",
-    )
+    add_space_flags(cmp, "the search space of every study (see `search --help`)")
     cmp.add_argument(
         "--attention",
         default="longrope",
@@ -88,7 +84,7 @@ def add_parser(sub: Any) -> None:
     cmp.add_argument(
         "--study-prefix",
         default=None,
-        help="default: compare-<model>-<L'>-<mode>[-<space>][-seeded]",
+        help="default: compare-<model>-<L'>-<mode>[-<space>][-above<N>][-seeded]",
     )
     cmp.add_argument("--html", default="compare.html", help="plot file (default compare.html)")
     add_storage_flag(cmp)
@@ -131,6 +127,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         objective_options=options,
         pruner=args.pruner,
         space=args.space,
+        critical_above=args.critical_above,
         attention=args.attention,
         seed_all=args.seed_all,
     )
@@ -166,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     prefix = args.study_prefix or (
         f"compare-{args.model.replace('/', '_')}-{args.target_length}-{args.mode}"
         + ("" if args.space == "full" else f"-{args.space}")
+        + ("" if args.critical_above is None else f"-above{args.critical_above}")
         + ("-seeded" if args.seed_all else "")
     )
     url = resolve_storage_url(args.storage)

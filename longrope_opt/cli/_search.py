@@ -9,6 +9,7 @@ from typing import Any
 from longrope_opt.cli._common import add_evolution_flags
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_model_flags
+from longrope_opt.cli._common import add_space_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import evolution_kwargs
@@ -98,11 +99,9 @@ def add_parser(sub: Any) -> None:
         default="search",
         help="'search' (paper set) or a fixed integer (default search)",
     )
-    evo.add_argument(
-        "--space",
-        choices=("full", "critical"),
-        default="full",
-        help="full: every λ searched in [1, 1.25·s] (the paper); critical: LongRoPE2's critical "
+    add_space_flags(
+        evo,
+        "full: every λ searched in [1, 1.25·s] (the paper); critical: LongRoPE2's critical "
         "dimension searched around theory, λ from it on in [s, 2s], an NTK ramp below",
     )
     evo.add_argument(
@@ -142,6 +141,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         attention=args.attention,
         lambda_max=args.lambda_max,
         space=args.space,
+        critical_above=args.critical_above,
         recovery=args.recovery,
         base=args.base,
         sampler=args.sampler,

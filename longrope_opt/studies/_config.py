@@ -39,7 +39,8 @@ PRUNERS = ("none", "wilcoxon")
 FLAGS = {
     "model": "--model", "corpus": "--corpus", "samples": "--samples", "seed": "--seed",
     "target_length": "--target-length", "n_hat": "--n-hat", "attention": "--attention",
-    "lambda_max": "--lambda-max", "space": "--space", "recovery": "--recovery", "base": "--base",
+    "lambda_max": "--lambda-max", "space": "--space", "critical_above": "--critical-above",
+    "recovery": "--recovery", "base": "--base",
     "sampler": "--sampler", "sampler_seed": "--sampler-seed",
     "sampler_options": "the evolution flags", "objective": "--objective",
     "objective_options": "the objective's options", "pruner": "--pruner",
@@ -70,6 +71,8 @@ class SearchConfig:
             critical space).
         space: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2's
             critical dimension searched, λ from it on in [s, 2s]; `SearchSpace.shape`).
+        critical_above: How far above theory the critical space's c may go (None: as far as
+            below, 6); 0 keeps every λ at or above YaRN-cd's (`SearchSpace.critical_above`).
         recovery: A short-context recovery search (target within the trained window).
         base: A secondary search's base stage: ``"config"``, ``"study:NAME"``, a factor JSON
             path, or (once resolved by `run_search`) its record.
@@ -96,6 +99,7 @@ class SearchConfig:
     attention: str = "longrope"
     lambda_max: float | None = None
     space: str = "full"
+    critical_above: int | None = None
     recovery: bool = False
     base: str | dict[str, Any] | None = None
     sampler: str = "longrope"
@@ -136,6 +140,12 @@ class SearchConfig:
             raise InvalidArgumentError(
                 f"`--space` must be one of {list(SHAPES)}, got {self.space!r}."
             )
+        if self.critical_above is not None:
+            _int("critical_above", self.critical_above, 0)
+            if self.space != "critical":
+                raise InvalidArgumentError(
+                    f"`--critical-above` needs --space critical, got --space {self.space!r}."
+                )
         SAMPLERS.check(self.sampler)
         if self.sampler in EVOLUTION_SAMPLERS and isinstance(self.sampler_options, dict):
             try:
@@ -297,6 +307,7 @@ class SearchConfig:
             base=scaling,
             base_length=length,
             shape=self.space,
+            critical_above=self.critical_above,
         )
 
     def first_difference(self, other: SearchConfig) -> tuple[str, Any, Any] | None:

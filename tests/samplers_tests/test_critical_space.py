@@ -93,6 +93,8 @@ def test_seeds_are_corrected_yarn_and_ntk() -> None:
     [
         ({"target_length": 8192}, "first search past the trained length"),
         ({"critical_radius": -1}, "`critical_radius` must be an integer >= 0"),
+        ({"critical_above": -2}, "`critical_above` must be an integer >= 0, got -2"),
+        ({"critical_above": 1.5}, "`critical_above` must be an integer >= 0, got 1.5"),
         ({"shape": "diagonal"}, "`shape` must be one of"),
     ],
 )
@@ -104,6 +106,35 @@ def test_bad_critical_spaces(kwargs, message) -> None:
         SearchSpace(
             SMOL, 32768, shape="critical", base=RopeScaling(np.full(32, 2.0)), base_length=16384
         )
+
+
+def test_critical_above_zero_keeps_every_candidate_at_or_above_yarn_cd() -> None:
+    floor = SearchSpace(SMOL, 32768, shape="critical", critical_above=0, attention="search")
+    free = SearchSpace(SMOL, 32768, shape="critical", attention="search")
+    c0 = critical_dimension(SMOL)
+    assert floor.critical_bounds == (c0 - 6, c0) and free.critical_bounds == (c0 - 6, c0 + 6)
+    assert SearchSpace(SMOL, 32768, shape="critical", critical_above=2).critical_bounds[1] == c0 + 2
+    yarn_cd = floor.to_scaling(dict(floor.seed_params())["yarn-cd"]).factors
+    rng = np.random.default_rng(4)
+    below = 0
+    for _ in range(300):  # unsorted proposals, as a baseline makes them
+        params = _random_params(free, rng)
+        params["attention_scale"] = 1.0
+        below += bool(np.any(free.to_scaling(params).factors < yarn_cd - 1e-9))
+        params["critical_dim"] = min(params["critical_dim"], c0)
+        assert np.all(floor.to_scaling(params).factors >= yarn_cd - 1e-9)
+    assert below > 0  # without the bound, some candidates interpolate less than YaRN-cd
+    for operators in ("paper", "adaptive"):  # the evolution's own proposals stay in the bound
+        sampler = LongRoPESampler(
+            space=floor, seed=0, population_size=8, num_mutations=4, num_crossovers=4,
+            num_parents=4, operators=operators,
+        )  # fmt: skip
+        study = optuna.create_study(sampler=sampler)
+        enqueue_seeds(study, sampler)
+        study.optimize(lambda t: float(floor.suggest(t).factors.sum()), n_trials=40)
+        for t in study.trials:
+            assert t.params["critical_dim"] <= c0
+            assert np.all(floor.to_scaling(t.params).factors >= yarn_cd - 1e-9)
 
 
 def test_evolution_candidates_are_monotone_on_grid_unique_and_reproducible() -> None:
@@ -182,3 +213,17 @@ def test_search_with_needle_ppl_in_the_critical_space_end_to_end(
     exported = json.loads((tmp_path / "f.json").read_text())
     factors = np.array(exported.get("factors") or exported["long_factor"])
     assert np.all(np.diff(factors) >= 0) and factors[0] == pytest.approx(1.0)
+
+
+def test_critical_above_is_part_of_the_stored_search() -> None:
+    from longrope_opt.studies import SearchConfig
+
+    config = SearchConfig(target_length=32768, space="critical", critical_above=0)
+    again = SearchConfig.from_dict(config.to_dict())
+    assert again == config
+    c0 = critical_dimension(SMOL)
+    assert again.build_space(SMOL).critical_bounds == (c0 - 6, c0)
+    # a study stored before the field existed keeps the range it was searched in
+    old = {k: v for k, v in config.to_dict().items() if k != "critical_above"}
+    assert SearchConfig.from_dict(old).build_space(SMOL).critical_bounds == (c0 - 6, c0 + 6)
+    assert config.first_difference(SearchConfig.from_dict(old)) == ("--critical-above", 0, None)

@@ -104,6 +104,9 @@ def _case(env, name: str) -> list[str]:
         "negative timeout": [*ok, "--n-trials", "8", "--timeout", "-1"],
         "empty study name": [*ok, "--n-trials", "8", "--study-name", ""],
         "unknown sampler, close": [*ok, "--n-trials", "8", "--sampler", "tpee"],
+        "critical above, full space": [*ok, "--n-trials", "8", "--critical-above", "0"],
+        "critical above negative": [*ok, "--n-trials", "8", "--space", "critical",
+                                    "--critical-above", "-1"],  # fmt: skip
     }[name]
 
 
@@ -131,6 +134,8 @@ CASES = {
     "negative timeout": "`--timeout` must be >= 0 seconds, got -1.0",
     "empty study name": "`--study-name` must not be empty",
     "unknown sampler, close": "unknown sampler 'tpee' for `--sampler` (did you mean 'tpe'?)",
+    "critical above, full space": "`--critical-above` needs --space critical, got --space 'full'",
+    "critical above negative": "`--critical-above` must be an integer >= 0, got -1",
 }
 
 

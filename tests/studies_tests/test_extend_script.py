@@ -27,7 +27,7 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
         sys.executable, str(ROOT / "studies" / "extend_4x_smollm2.py"), "--model", tiny_model_dir,
         "--corpus", corpus, "--target-length", "256", "--skip-tokens", "96", "--trials", "6",
         "--rerank", "2", "--held-out", "3", "--keys", "2", "--out", str(out), "--dtype", "float32",
-        "--guard-keys", "2",
+        "--guard-keys", "2", "--studies", "new,plain,floor",
     ]  # fmt: skip
     first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -35,7 +35,8 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     table = out.with_suffix(".txt").read_text()
     assert "best classic method" in table and "passkey paired with" in table
     raw = json.loads(out.with_suffix(".json").read_text())
-    assert {"none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd", "plain-search", "new-search"} <= set(raw)
+    assert {"none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd", "plain-search", "new-search",
+            "floor-search"} <= set(raw)  # fmt: skip
     assert all(len(row["ppl"]) == 3 and len(row["passkey128"]) == 2 for row in raw.values())
     storage = f"sqlite:///{out}.db"
     new = optuna.load_study(study_name="4x-new", storage=storage)
@@ -43,6 +44,10 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     guarded = new.user_attrs["longrope_opt:passkey_guard"]  # the seed ran every key
     assert any(len(keys) == 2 for keys in guarded.values())
     assert new.user_attrs["longrope_opt:search_config"]["space"] == "critical"
+    floor = optuna.load_study(study_name="4x-floor", storage=storage)
+    assert floor.user_attrs["longrope_opt:search_config"]["critical_above"] == 0
+    c0 = max(t.params["critical_dim"] for t in floor.trials if t.user_attrs.get("seed") == "yarn-cd")
+    assert all(t.params["critical_dim"] <= c0 for t in floor.trials)
     # held-out documents never reach a search
     held = set(new.user_attrs["longrope_opt:search_config"]["exclude_docs"])
     assert len(held) == 3 and not held & set(new.user_attrs["provenance"].get("doc_ids", []))
