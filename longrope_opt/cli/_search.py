@@ -33,6 +33,8 @@ EXAMPLES = """examples:
   longrope-opt search --model ft-16k/ --base config --target-length 32768 --study-name ft-32k
   # LongRoPE2's space (critical dimension searched) and needle-driven perplexity, at 4x
   longrope-opt search --space critical --objective needle-ppl --target-length 32768 --study-name smol-32k-cd
+  # the same space with c kept at or below theory: every λ at or above YaRN-cd's
+  longrope-opt search --space critical --critical-above 0 --attention search --target-length 32768 --study-name smol-32k-floor
   # search on the cheap skip proxy, then re-rank its 4 best at full length (the winner exported)
   longrope-opt search --mode skip --target-length 32768 --n-trials 200 --rerank 4 --study-name smol-32k-skip
   # short-context recovery: short factors at the trained length, lower cap, the long factors' t
