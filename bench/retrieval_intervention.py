@@ -115,15 +115,13 @@ def marks(keys: list[bool], indices) -> str:
     return "".join("?" if i >= len(keys) else "1" if keys[i] else "." for i in indices)
 
 
-def held_windows(raw: dict, corpus: str, tok, L: int):
-    """The table's held-out windows, rebuilt as the 4x script draws them; exit 2 if the table's
-    rows were measured on others."""
-    from longrope_opt.data import load_samples
-
+def held_windows(x4, raw: dict, corpus: str, tok, L: int):
+    """The table's held-out windows, drawn by the 4x script's own `held_out`; exit 2 if the
+    table's rows were measured on others."""
     docs = next((row["docs"] for row in raw.values() if "docs" in row), None)
     if docs is None:
         usage_error("--perplexity: the table has no perplexity rows yet")
-    held = load_samples(corpus, tok, L, len(docs), seed=101, windows=len(docs))
+    held = x4.held_out(corpus, tok, L, len(docs))
     if held.doc_ids != docs:
         usage_error(f"--perplexity: --corpus {corpus!r} gives windows {held.doc_ids}, the table "
                     f"used {docs}")  # fmt: skip
@@ -155,7 +153,7 @@ def main() -> None:
     raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L)
     out = Path(args.json)
     done = json.loads(out.read_text()) if out.exists() else {}
-    held = held_windows(raw, args.corpus, tok, L) if args.perplexity else None
+    held = held_windows(x4, raw, args.corpus, tok, L) if args.perplexity else None
     lines = [f"passkey at {L}: hybrids = base with one band of λ from the donor (n̂, t: base's)"]
     for name, base, donor, a, b in args.hybrid:
         for row in (base, donor):

@@ -154,6 +154,13 @@ def classic_methods(config, length: int) -> dict:
     return methods
 
 
+def held_out(corpus: str, tokenizer, length: int, n: int):
+    """The table's `n` held-out windows (seed 101; the search and re-rank never see them)."""
+    from longrope_opt.data import load_samples
+
+    return load_samples(corpus, tokenizer, length, n, seed=101, windows=n)
+
+
 def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
     """What a bench script re-reads of the table: ``(raw results, model, tokenizer, rows)``.
 
@@ -170,7 +177,8 @@ def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
     model, tok = load_model(model_name, dtype=dtype, fuse=dtype != "float32")
     methods = classic_methods(model.config, length)
     storage = f"sqlite:///{out}.db"
-    for key in (k for k in STUDIES if f"4x-{k}" in optuna.get_all_study_names(storage)):
+    names = optuna.get_all_study_names(storage)
+    for key in (k for k in STUDIES if f"4x-{k}" in names):
         study = optuna.load_study(study_name=f"4x-{key}", storage=storage)
         best = reranked_best(study)
         if best is not None:
@@ -265,7 +273,7 @@ def main() -> None:
     # The built-in corpus has 3 documents of >= 32k tokens: the reference manual (113k tokens,
     # 3 windows) and two modules. Windows let the manual alone be the held-out set, leaving
     # both modules (other documents, code rather than prose) to the search and the re-rank.
-    held = load_samples(args.corpus, tok, L, args.held_out, seed=101, windows=args.held_out)
+    held = held_out(args.corpus, tok, L, args.held_out)
     studies = {}
     every = configs(args, held.doc_ids)
     for name, config in ((n, every[n]) for n in args.studies):
