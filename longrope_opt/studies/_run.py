@@ -84,12 +84,15 @@ def _check_same_config(study_name: str, key: str, stored: Any, wanted: Any) -> N
     if stored is None or stored == wanted:
         return
     if isinstance(stored, dict) and isinstance(wanted, dict):
+        # A key the stored dict lacks reads as None: a study made before a field existed resumes
+        # when this run leaves that field at its default.
         for k in sorted(set(stored) | set(wanted)):
             if stored.get(k) != wanted.get(k):
                 raise InvalidArgumentError(
                     f"study {study_name!r} was created with {k}={stored.get(k)!r}; this run has "
                     f"{k}={wanted.get(k)!r}. Use another `--study-name` or the same settings."
                 )
+        return
     raise InvalidArgumentError(
         f"study {study_name!r} was created with {key}={stored!r}; this run has {key}={wanted!r}."
     )

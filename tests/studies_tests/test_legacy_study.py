@@ -89,3 +89,17 @@ def test_legacy_study_joins_a_worker_and_exports(legacy, capsys) -> None:
     np.testing.assert_array_equal(record["factors"], [study.best_params[n] for n in names])
     assert record["factors"] == list(best_scaling(study)[0].factors)
     assert record["target_length"] == 256
+
+
+def test_study_stored_before_a_config_field_resumes(legacy) -> None:
+    # A config written before `critical_above` existed lacks the key: it reads as None, so a run
+    # that leaves the field at its default resumes (the 4x script's studies are such studies).
+    assert main(["search", *FLAGS, "--n-trials", "9"]) == 0
+    study = _load()
+    stored = dict(study.user_attrs[CONFIG_KEY])
+    assert stored.pop("critical_above") is None
+    study.set_user_attr(CONFIG_KEY, stored)
+    assert main(["search", *FLAGS, "--n-trials", "10"]) == 0
+    assert len(_load().get_trials(states=(TrialState.COMPLETE,))) == 10
+    # a setting the study was not made with is still refused
+    assert main(["search", *FLAGS[:-2], "--n-trials", "11", "--num-parents", "3"]) == 2
