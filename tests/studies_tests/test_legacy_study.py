@@ -92,12 +92,13 @@ def test_legacy_study_joins_a_worker_and_exports(legacy, capsys) -> None:
 
 
 def test_study_stored_before_a_config_field_resumes(legacy) -> None:
-    # A config written before `critical_above` existed lacks the key: it reads as None, so a run
-    # that leaves the field at its default resumes (the 4x script's studies are such studies).
+    # A config written before `critical_above` existed lacks the key: it reads as its default, so
+    # a run that leaves the field at its default resumes (the 4x script's studies are such studies).
     assert main(["search", *FLAGS, "--n-trials", "9"]) == 0
     study = _load()
     stored = dict(study.user_attrs[CONFIG_KEY])
     assert stored.pop("critical_above") is None
+    assert stored.pop("seed_all") is False  # a field whose default is not None
     study.set_user_attr(CONFIG_KEY, stored)
     assert main(["search", *FLAGS, "--n-trials", "10"]) == 0
     assert len(_load().get_trials(states=(TrialState.COMPLETE,))) == 10
