@@ -109,6 +109,36 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     bad = subprocess.run(same[:-2] + ["--corpus", other, "--json", str(tmp_path / "o.json")],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert bad.returncode == 2 and "--perplexity: --corpus" in bad.stderr
+    # bench/heldout_prose.py: the table's rows on other documents, one window each, resumable
+    prose = [
+        sys.executable, str(ROOT / "bench" / "heldout_prose.py"), "--out", str(out), "--model",
+        tiny_model_dir, "--length", "256", "--dtype", "float32", "--corpus", other, "--docs", "3",
+        "--methods", "new-search,yarn", "--json", str(tmp_path / "prose.json"),
+    ]  # fmt: skip
+    done = subprocess.run(prose, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "prose.json").read_text())
+    assert list(result["rows"]) == ["yarn-cd", "new-search", "yarn"]  # the reference first
+    assert all(sorted(row["ppl"]) == sorted(result["docs"]) for row in result["rows"].values())
+    assert all(Path(d).name.startswith("other-") for d in result["docs"])  # not the table's
+    assert done.stdout.count(".txt: ") == 9  # one line per (row, document) measured
+    line = next(x for x in (tmp_path / "prose.txt").read_text().splitlines() if x.startswith("yarn-cd"))
+    mean = math.exp(np.mean(np.log(list(result["rows"]["yarn-cd"]["ppl"].values()))))
+    assert line.split()[1:4] == [f"{mean:.3f}", "1.000", "+0.0000"]  # itself: ratio 1
+    again = subprocess.run(prose, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and ".txt: " not in again.stdout  # resumed: nothing re-run
+    result["rows"]["yarn"]["identity"]["t"] += 1  # as if the row had changed since
+    (tmp_path / "prose.json").write_text(json.dumps(result))
+    again = subprocess.run(prose, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    measured = [x.split()[0] for x in again.stdout.splitlines() if ".txt: " in x]
+    assert again.returncode == 0 and measured == ["yarn"] * 3  # that row only, every document
+    for extra, message in ((["--docs", "1"], "--docs must be >= 2"),
+                           (["--methods", "longrope"], "no row 'longrope'"),
+                           (["--corpus", str(tmp_path / "nope")], "does not exist"),
+                           (["--docs", "9"], "need k=9")):  # fmt: skip
+        bad = subprocess.run(prose + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
+        assert "Traceback" not in bad.stderr and bad.stderr.count("error:") == 1
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
