@@ -14,14 +14,16 @@ method) on the same documents: Δ log ppl per document, its mean, a bootstrap 95
     python bench/heldout_prose.py --corpus /tmp/prose --docs 4     # every row of the table
 
 Each (row, document) costs one forward at `--length` (≈ 1 min at 32k on an AMX CPU, ≈ 5 min
-without). Results go to `--json` after each one, so an interrupted run resumes where it stopped;
-a row whose factors changed since (a new search winner) is measured again. The table goes to the
+without). Results go to `--json` after each one, so an interrupted run resumes where it stopped,
+and a larger `--docs` only measures the new documents; a row whose factors changed since (a new
+search winner), or a document whose tokens did, is measured again. The table goes to the
 same path with `.txt`.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import math
@@ -72,6 +74,11 @@ def identity(scaling) -> dict:
         return {"factors": None}
     return {"factors": [float(x) for x in scaling.factors], "n_hat": int(scaling.n_hat),
             "t": float(scaling.attention_scale)}  # fmt: skip
+
+
+def window_hash(sample) -> str:
+    """Fingerprint of one window's tokens: a result is kept only for the window it was made on."""
+    return hashlib.sha256(sample.numpy().astype("int64").tobytes()).hexdigest()[:16]
 
 
 def report(rows: dict, reference: str, docs: list[str], table: dict, x4) -> str:
@@ -136,9 +143,16 @@ def main() -> None:
     docs = samples.doc_ids
     out = Path(args.json)
     done = json.loads(out.read_text()) if out.exists() else {}
-    if done.get("corpus_hash") != samples.corpus_hash or done.get("length") != args.length:
-        done = {"corpus_hash": samples.corpus_hash, "length": args.length, "rows": {}}
-    done["docs"] = docs
+    setting = {"model": args.model, "dtype": args.dtype, "length": args.length}
+    if done.get("setting") != setting:  # other numbers altogether: start again
+        done = {"setting": setting, "windows": {}, "rows": {}}
+    for doc, sample in zip(docs, samples):  # a document whose text changed is measured again
+        tokens = window_hash(sample)
+        if done["windows"].setdefault(doc, tokens) != tokens:
+            done["windows"][doc] = tokens
+            for row in done["rows"].values():
+                row["ppl"].pop(doc, None)
+    done["docs"] = docs  # more --docs extends fewer: the first ones are the same
     for name in wanted:
         row = done["rows"].setdefault(name, {"ppl": {}})
         if row.get("identity") != identity(methods[name]):  # new, or another winner since

@@ -132,6 +132,17 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     again = subprocess.run(prose, cwd=ROOT, capture_output=True, text=True, timeout=900)
     measured = [x.split()[0] for x in again.stdout.splitlines() if ".txt: " in x]
     assert again.returncode == 0 and measured == ["yarn"] * 3  # that row only, every document
+    more = subprocess.run(prose + ["--docs", "4"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    measured = [x.split()[:2] for x in more.stdout.splitlines() if ".txt: " in x]
+    assert more.returncode == 0 and len({doc for _, doc in measured}) == 1  # only the new one
+    assert [name for name, _ in measured] == ["yarn-cd", "new-search", "yarn"]
+    first = Path(result["docs"][0])
+    first.write_text(" ".join(reversed(first.read_text().split())))  # its text changes
+    again = subprocess.run(prose + ["--docs", "4"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=900)  # fmt: skip
+    measured = [x.split()[1] for x in again.stdout.splitlines() if ".txt: " in x]
+    assert again.returncode == 0 and measured == [f"{first.name}:"] * 3
     for extra, message in ((["--docs", "1"], "--docs must be >= 2"),
                            (["--methods", "longrope"], "no row 'longrope'"),
                            (["--corpus", str(tmp_path / "nope")], "does not exist"),
