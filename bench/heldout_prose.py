@@ -98,7 +98,12 @@ def report(rows: dict, reference: str, docs: list[str], table: dict, x4) -> str:
             continue
         logs = np.log([row["ppl"][d] for d in shared])
         diff = logs - np.log([ref[d] for d in shared])
-        lo, hi = x4.bootstrap(diff, rng) if name != reference and len(shared) > 1 else (0.0, 0.0)
+        if name == reference:
+            ci = f"[{0:+.4f}, {0:+.4f}]"
+        elif len(shared) > 1:
+            ci = "[{:+.4f}, {:+.4f}]".format(*x4.bootstrap(diff, rng))
+        else:  # one document: no interval over documents
+            ci = f"{'—':^18}"
         cells = " ".join(f"{diff[shared.index(d)]:+7.3f}" if d in shared else f"{'—':>7}"
                          for d in docs)  # fmt: skip
         theirs = table.get(name, {}).get("ppl")
@@ -107,7 +112,7 @@ def report(rows: dict, reference: str, docs: list[str], table: dict, x4) -> str:
                if theirs and mine else f"{'—':>10}")  # fmt: skip
         count = "" if len(shared) == len(docs) else f"  ({len(shared)}/{len(docs)} documents)"
         lines.append(f"{name:<14}{math.exp(logs.mean()):9.3f}{math.exp(diff.mean()):8.3f}"
-                     f"{diff.mean():+11.4f}   [{lo:+.4f}, {hi:+.4f}]  {cells}{was}{count}")  # fmt: skip
+                     f"{diff.mean():+11.4f}   {ci}  {cells}{was}{count}")  # fmt: skip
     lines.append(f"ppl: geometric mean over the documents; ratio = exp(mean Δ log ppl) vs "
                  f"{reference} on the same documents; CI: bootstrap over documents; 4x table: the "
                  f"same ratio on the table's held-out windows.")  # fmt: skip

@@ -234,3 +234,19 @@ def test_hybrid_takes_one_band_of_factors_from_the_donor_and_the_rest_from_the_b
     for text in ("x=a:b:3-1", "x=a:b", "a:b:0-2", "x=a:b:0-z"):
         with pytest.raises(argparse.ArgumentTypeError, match="--hybrid"):
             bench.parse_hybrid(text)
+
+
+def test_prose_report_pairs_rows_on_shared_documents_only() -> None:
+    spec = importlib.util.spec_from_file_location("prose", ROOT / "bench" / "heldout_prose.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = {"yarn-cd": {"ppl": {"a": 10.0, "b": 12.0, "c": 9.0}},
+            "half": {"ppl": {"a": 9.0, "b": 10.8}}, "one": {"ppl": {"c": 9.9}},
+            "none": {"ppl": {}}}  # fmt: skip
+    table = {"yarn-cd": {"ppl": [10.0, 11.0]}, "half": {"ppl": [9.0, 9.9]}}
+    lines = bench.report(rows, "yarn-cd", ["a", "b", "c"], table, _script()).splitlines()
+    half, one, none = (next(x for x in lines if x.startswith(n + " ")) for n in ("half", "one", "none"))
+    assert half.split()[2:4] == ["0.900", f"{math.log(0.9):+.4f}"]  # a and b only, both ×0.9
+    assert "(2/3 documents)" in half and half.split()[-3] == "0.900"  # the 4x table's ratio
+    assert "(1/3 documents)" in one and "[" not in one  # one document: no interval
+    assert none.split()[1:] == ["not", "run"]
