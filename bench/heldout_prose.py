@@ -101,7 +101,7 @@ def report(rows: dict, reference: str, docs: list[str], table: dict, x4) -> str:
         if name == reference:
             ci = f"[{0:+.4f}, {0:+.4f}]"
         elif len(shared) > 1:
-            ci = "[{:+.4f}, {:+.4f}]".format(*x4.bootstrap(diff, rng))
+            ci = "[{:+.4f}, {:+.4f}]".format(*x4.stats.bootstrap(diff, rng))
         else:  # one document: no interval over documents
             ci = f"{'—':^18}"
         cells = " ".join(f"{diff[shared.index(d)]:+7.3f}" if d in shared else f"{'—':>7}"

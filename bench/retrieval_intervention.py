@@ -189,7 +189,7 @@ def main() -> None:
             f"{name:<16} {base} with λ[{a}:{b}] of {donor}: prompts {prompts}\n"
             f"  {base:<14} {marks(mine, prompts)}\n  {donor:<14} {marks(theirs, prompts)}\n"
             f"  {name:<14} {marks(got, range(len(got)))}  ({sum(got)}/{len(got)} retrieved; "
-            f"vs {base}: -{lost} +{won}, sign test p = {x4.sign_test(won, lost):.3f})"
+            f"vs {base}: -{lost} +{won}, sign test p = {x4.stats.sign_test(won, lost):.3f})"
         )
         if "ppl" in entry:  # measured now or by an earlier --perplexity run
             lines.append(paired_ppl(name, entry["ppl"], raw, (base, donor)))

@@ -91,9 +91,9 @@ def main() -> None:
                 ok.append(correct)
         per_prompt[name] = nll
         nll_a = np.array(nll)
-        lo, hi = x4.bootstrap(nll_a, rng, resamples=2000)
+        lo, hi = x4.stats.bootstrap(nll_a, rng, resamples=2000)
         diff = nll_a - np.array(per_prompt.get("yarn-cd", nll))  # yarn-cd comes before searches
-        d_lo, d_hi = x4.bootstrap(diff, rng, resamples=2000)
+        d_lo, d_hi = x4.stats.bootstrap(diff, rng, resamples=2000)
         far = [c for c, p in zip(ok, prompts) if p.depth <= 0.35]
         keys = raw.get(name, {}).get(f"passkey{L}", [])
         passkey = f"{sum(keys)}/{len(keys)}" if keys else "not run"

@@ -213,8 +213,8 @@ def test_sign_test_matches_an_exact_binomial_test() -> None:
 
     script = _script()
     for b, c in [(8, 1), (6, 0), (3, 3), (0, 5), (12, 4)]:
-        assert math.isclose(script.sign_test(b, c), binomtest(b, b + c, 0.5).pvalue)
-    assert script.sign_test(0, 0) == 1.0
+        assert math.isclose(script.stats.sign_test(b, c), binomtest(b, b + c, 0.5).pvalue)
+    assert script.stats.sign_test(0, 0) == 1.0
 
 
 def test_hybrid_takes_one_band_of_factors_from_the_donor_and_the_rest_from_the_base() -> None:
