@@ -16,8 +16,9 @@ method) on the same documents: Δ log ppl per document, its mean, a bootstrap 95
 Each (row, document) costs one forward at `--length` (≈ 1 min at 32k on an AMX CPU, ≈ 5 min
 without). Results go to `--json` after each one, so an interrupted run resumes where it stopped,
 and a larger `--docs` only measures the new documents; a row whose factors changed since (a new
-search winner), or a document whose tokens did, is measured again. The table goes to the
-same path with `.txt`.
+search winner), or a document whose tokens did, is measured again. A `--json` holds one
+setting (model, compute path, length): another one is refused, not overwritten. The table goes
+to the same path with `.txt`.
 """
 
 from __future__ import annotations
@@ -141,16 +142,21 @@ def main() -> None:
         usage_error(f"--methods/--reference: no row {sorted(unknown)[0]!r}; choose from "
                     f"{list(methods)}")  # fmt: skip
     wanted = [args.reference, *(m for m in wanted if m != args.reference)]
+    # "auto" is the fastest compute path of this CPU (bf16 on one, bf16 + fp32 attention on
+    # another): record the one that ran, so numbers from two paths are never mixed.
+    path = getattr(model, "longrope_opt_compute", {}).get("path", args.dtype)
+    setting = {"model": args.model, "dtype": path, "length": args.length}
+    out = Path(args.json)
+    done = json.loads(out.read_text()) if out.exists() else {}
+    if done and done.get("setting") != setting:  # other numbers altogether: keep them
+        usage_error(f"--json: {out} holds results for {done.get('setting')}, not this run's "
+                    f"{setting}; pass another --json")  # fmt: skip
+    done = done or {"setting": setting, "windows": {}, "rows": {}}
     try:
         samples = load_samples(args.corpus, tok, args.length, args.docs, seed=args.seed)
     except LongRopeOptError as exc:
         usage_error(str(exc))
     docs = samples.doc_ids
-    out = Path(args.json)
-    done = json.loads(out.read_text()) if out.exists() else {}
-    setting = {"model": args.model, "dtype": args.dtype, "length": args.length}
-    if done.get("setting") != setting:  # other numbers altogether: start again
-        done = {"setting": setting, "windows": {}, "rows": {}}
     for doc, sample in zip(docs, samples):  # a document whose text changed is measured again
         tokens = window_hash(sample)
         if done["windows"].setdefault(doc, tokens) != tokens:

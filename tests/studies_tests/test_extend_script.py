@@ -146,9 +146,12 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     for extra, message in ((["--docs", "1"], "--docs must be >= 2"),
                            (["--methods", "longrope"], "no row 'longrope'"),
                            (["--corpus", str(tmp_path / "nope")], "does not exist"),
-                           (["--docs", "9"], "need k=9")):  # fmt: skip
+                           (["--docs", "9"], "need k=9"),
+                           (["--length", "128"], "not this run's")):  # fmt: skip
+        kept = (tmp_path / "prose.json").read_bytes()
         bad = subprocess.run(prose + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
+        assert (tmp_path / "prose.json").read_bytes() == kept  # another setting: nothing lost
         assert "Traceback" not in bad.stderr and bad.stderr.count("error:") == 1
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
