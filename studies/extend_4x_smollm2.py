@@ -315,6 +315,10 @@ def main() -> None:
     for key in (k for k in winners if args.guard_keys and f"{k}-guarded" not in methods):
         raw.pop(f"{key}-guarded", None)  # the guard now keeps the re-ranked winner: no row
 
+    # "auto" is the fastest compute path of this CPU, which differs between CPUs: each cell
+    # records the path its numbers came from (cells from before this record have none).
+    path = getattr(model, "longrope_opt_compute", {}).get("path", args.dtype)
+
     def save() -> None:  # after every piece: an interruption loses one piece at most
         raw_path.write_text(json.dumps(raw, indent=1))
 
@@ -328,6 +332,7 @@ def main() -> None:
         if row.get("docs") != held.doc_ids:  # new, or measured on other held-out text
             row["ppl"] = evaluate_perplexity(model, held, scaling, progress=True).sample_ppl
             row["docs"] = held.doc_ids
+            row.setdefault("compute", {})["ppl"] = path
             save()
         print(f"  {name:<14} ppl {np.round(row['ppl'], 3).tolist()}")
     wanted = [m for m in args.passkey_methods or methods if m in methods]
@@ -339,6 +344,8 @@ def main() -> None:
                 r = evaluate_passkey(model, tok, methods[name], length, n_trials=n,
                                      start=len(correct), progress=True)  # fmt: skip
                 correct += [bool(c) for c in r.correct]
+                paths = raw[name].setdefault("compute", {}).setdefault(f"passkey{length}", {})
+                paths[f"{n - len(r.correct)}-{n - 1}"] = path  # keys first-last
                 save()
             print(f"  {name:<14} passkey {length}: {sum(correct)}/{len(correct)}")
     table = stats.report(raw, L, held.doc_ids)

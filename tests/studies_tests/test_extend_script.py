@@ -38,6 +38,7 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert {"none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd", "plain-search", "new-search",
             "floor-search"} <= set(raw)  # fmt: skip
     assert all(len(row["ppl"]) == 3 and len(row["passkey128"]) == 2 for row in raw.values())
+    assert all(row["compute"]["ppl"] == "float32" for row in raw.values())  # the path that ran
     storage = f"sqlite:///{out}.db"
     new = optuna.load_study(study_name="4x-new", storage=storage)
     assert len(new.user_attrs["longrope_opt:rerank"]) == 2
@@ -64,6 +65,7 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     after = json.loads(out.with_suffix(".json").read_text())
     assert after["new-search"]["passkey128"] == raw["new-search"]["passkey128"]  # not asked
     assert len(after["new-search"]["passkey256"]) == 3 and after["pi"] == raw["pi"]
+    assert after["new-search"]["compute"]["passkey256"] == {"0-1": "float32", "2-2": "float32"}
     # bench/retrieval_proxy.py reads this table's studies and results
     proxy = subprocess.run([
         sys.executable, str(ROOT / "bench" / "retrieval_proxy.py"), "--out", str(out), "--model",
