@@ -39,6 +39,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -165,6 +166,23 @@ def held_out(corpus: str, tokenizer, length: int, n: int):
     return load_samples(corpus, tokenizer, length, n, seed=101, windows=n)
 
 
+def fail(message: str) -> NoReturn:
+    """One line on stderr and exit code 2, as argparse does for a bad argument."""
+    print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def load(model_name: str, dtype: str) -> tuple:
+    """`load_model`, with a bad `--model`/`--dtype` as one line and exit 2 (not a traceback)."""
+    from longrope_opt.errors import LongRopeOptError
+    from longrope_opt.models import load_model
+
+    try:
+        return load_model(model_name, dtype=dtype, fuse=dtype != "float32")
+    except LongRopeOptError as exc:
+        fail(str(exc))
+
+
 def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
     """What a bench script re-reads of the table: ``(raw results, model, tokenizer, rows)``.
 
@@ -173,12 +191,13 @@ def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
     results are ``<out>.json``."""
     import optuna
 
-    from longrope_opt.models import load_model
     from longrope_opt.studies import reranked_best
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not Path(f"{out}.json").is_file():  # before get_all_study_names makes an empty <out>.db
+        fail(f"--out: no table at {out}.json (run studies/extend_4x_smollm2.py first)")
     raw = json.loads(Path(f"{out}.json").read_text())
-    model, tok = load_model(model_name, dtype=dtype, fuse=dtype != "float32")
+    model, tok = load(model_name, dtype)
     methods = classic_methods(model.config, length)
     storage = f"sqlite:///{out}.db"
     names = optuna.get_all_study_names(storage)
@@ -256,7 +275,7 @@ def main() -> None:
     import optuna
 
     from longrope_opt.data import load_samples
-    from longrope_opt.models import load_model
+    from longrope_opt.errors import LongRopeOptError
     from longrope_opt.objectives import evaluate_passkey
     from longrope_opt.objectives import evaluate_perplexity
     from longrope_opt.studies import run_search
@@ -265,11 +284,14 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     L = args.target_length
     storage = f"sqlite:///{args.out}.db"
-    model, tok = load_model(args.model, dtype=args.dtype, fuse=args.dtype != "float32")
+    model, tok = load(args.model, args.dtype)
     # The built-in corpus has 3 documents of >= 32k tokens: the reference manual (113k tokens,
     # 3 windows) and two modules. Windows let the manual alone be the held-out set, leaving
     # both modules (other documents, code rather than prose) to the search and the re-rank.
-    held = held_out(args.corpus, tok, L, args.held_out)
+    try:
+        held = held_out(args.corpus, tok, L, args.held_out)
+    except LongRopeOptError as exc:  # a corpus too small or missing: one line, exit 2
+        fail(str(exc))
     studies = {}
     every = configs(args, held.doc_ids)
     for name, config in ((n, every[n]) for n in args.studies):
@@ -291,7 +313,7 @@ def main() -> None:
     possible = [*methods, *(f"{k}-{r}" for r in ("search", "guarded") for k in winners)]
     unknown = set(args.passkey_methods) - set(possible)
     if unknown:  # before the guard, which can take an hour
-        sys.exit(f"--passkey-methods: unknown {sorted(unknown)}; choose from {possible}")
+        fail(f"--passkey-methods: unknown {sorted(unknown)}; choose from {possible}")
     trial_of = {}  # a search row's trial: a row made for another trial is measured again
     for key in (k for k in STUDIES if k in winners):
         methods[f"{key}-search"], trial = winners[key]

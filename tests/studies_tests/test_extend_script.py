@@ -157,7 +157,17 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
         assert "Traceback" not in bad.stderr and bad.stderr.count("error:") == 1
     bad = subprocess.run(cmd + ["--passkey-methods", "longrope"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
-    assert bad.returncode != 0 and "--passkey-methods: unknown ['longrope']" in bad.stderr
+    assert bad.returncode == 2 and "--passkey-methods: unknown ['longrope']" in bad.stderr
+    for script, extra, message in (
+        (cmd, ["--dtype", "fp8"], "`dtype` must be one of"),
+        (cmd, ["--corpus", str(tmp_path / "nope")], "does not exist"),
+        (prose, ["--dtype", "fp8"], "`dtype` must be one of"),
+        (prose, ["--out", str(tmp_path / "none")], "--out: no table at"),
+    ):  # a bad value reaching the library: one line and exit 2, not a traceback
+        bad = subprocess.run(script + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
+        assert "Traceback" not in bad.stderr and bad.stderr.count("error:") == 1
+    assert not (tmp_path / "none.db").exists()  # a wrong --out makes no empty study file
     bad = subprocess.run(cmd + ["--passkey-lengths", "quarter"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)  # fmt: skip
     assert bad.returncode == 2 and "--passkey-lengths must name half and/or target" in bad.stderr
