@@ -47,7 +47,9 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert new.user_attrs["longrope_opt:search_config"]["space"] == "critical"
     floor = optuna.load_study(study_name="4x-floor", storage=storage)
     assert floor.user_attrs["longrope_opt:search_config"]["critical_above"] == 0
-    c0 = max(t.params["critical_dim"] for t in floor.trials if t.user_attrs.get("seed") == "yarn-cd")
+    c0 = max(
+        t.params["critical_dim"] for t in floor.trials if t.user_attrs.get("seed") == "yarn-cd"
+    )
     assert all(t.params["critical_dim"] <= c0 for t in floor.trials)
     # held-out documents never reach a search
     held = set(new.user_attrs["longrope_opt:search_config"]["exclude_docs"])
@@ -124,7 +126,9 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert all(sorted(row["ppl"]) == sorted(result["docs"]) for row in result["rows"].values())
     assert all(Path(d).name.startswith("other-") for d in result["docs"])  # not the table's
     assert done.stdout.count(".txt: ") == 9  # one line per (row, document) measured
-    line = next(x for x in (tmp_path / "prose.txt").read_text().splitlines() if x.startswith("yarn-cd"))
+    line = next(
+        x for x in (tmp_path / "prose.txt").read_text().splitlines() if x.startswith("yarn-cd")
+    )
     mean = math.exp(np.mean(np.log(list(result["rows"]["yarn-cd"]["ppl"].values()))))
     assert line.split()[1:4] == [f"{mean:.3f}", "1.000", "+0.0000"]  # itself: ratio 1
     again = subprocess.run(prose, cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -175,7 +179,9 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
 
 def _script():
     # studies/ is not a package: load the script as a module to test its pieces.
-    spec = importlib.util.spec_from_file_location("extend_4x", ROOT / "studies" / "extend_4x_smollm2.py")
+    spec = importlib.util.spec_from_file_location(
+        "extend_4x", ROOT / "studies" / "extend_4x_smollm2.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -260,8 +266,32 @@ def test_prose_report_pairs_rows_on_shared_documents_only() -> None:
             "none": {"ppl": {}}}  # fmt: skip
     table = {"yarn-cd": {"ppl": [10.0, 11.0]}, "half": {"ppl": [9.0, 9.9]}}
     lines = bench.report(rows, "yarn-cd", ["a", "b", "c"], table, _script()).splitlines()
-    half, one, none = (next(x for x in lines if x.startswith(n + " ")) for n in ("half", "one", "none"))
+    half, one, none = (
+        next(x for x in lines if x.startswith(n + " ")) for n in ("half", "one", "none")
+    )
     assert half.split()[2:4] == ["0.900", f"{math.log(0.9):+.4f}"]  # a and b only, both ×0.9
     assert "(2/3 documents)" in half and half.split()[-3] == "0.900"  # the 4x table's ratio
     assert "(1/3 documents)" in one and "[" not in one  # one document: no interval
     assert none.split()[1:] == ["not", "run"]
+
+
+def test_table_report_pairs_every_row_with_the_best_classic_method() -> None:
+    stats = _script().stats
+    raw = {
+        "pi": {"ppl": [20.0, 30.0], "passkey8": [False, False]},
+        "yarn-cd": {"ppl": [10.0, 12.0], "passkey8": [True, True], "passkey16": [True, False, True]},
+        "ntk": {"ppl": [11.0, 11.0]},  # lower on one window, higher in geometric mean
+        "new-search": {"ppl": [9.0, 10.8], "passkey16": [False, True, False]},
+        "trial-only": {"trial": 3},  # a search row not measured yet: not a table row
+    }  # fmt: skip
+    lines = stats.report(raw, 16, ["a", "b"]).splitlines()
+    assert lines[0].endswith("best classic method: yarn-cd")
+    row = {x.split()[0]: x for x in lines[2:6]}
+    assert set(row) == {"pi", "yarn-cd", "ntk", "new-search"}
+    assert row["new-search"].split()[2:4] == ["0.900", f"{math.log(0.9):+.4f}"]  # ×0.9 on both
+    assert row["yarn-cd"].split()[2] == "1.000" and "not run" in row["ntk"]
+    assert "2/2" in row["yarn-cd"] and "2/3" in row["yarn-cd"] and "1/3" in row["new-search"]
+    paired = {x.split()[0]: x for x in lines[lines.index("") + 2 :]}
+    # the same 3 prompts at 16: yarn-cd alone retrieves 0 and 2, new-search alone retrieves 1
+    assert "3 keys +1  -2  p 1.000" in paired["new-search"]
+    assert "2 keys +0  -2  p 0.500" in paired["pi"]
