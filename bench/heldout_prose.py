@@ -85,7 +85,6 @@ def window_hash(sample) -> str:
 def report(rows: dict, reference: str, docs: list[str], table: dict, x4) -> str:
     """Per row: geometric-mean ppl; Δ log ppl vs `reference` per document, mean, bootstrap CI;
     and the same ratio in the 4x table, for comparison."""
-    rng = np.random.default_rng(0)
     ref = rows[reference]["ppl"]
     lines = [
         f"{len(docs)} documents × 1 window: {[Path(d).name for d in docs]}",
@@ -102,7 +101,8 @@ def report(rows: dict, reference: str, docs: list[str], table: dict, x4) -> str:
         if name == reference:
             ci = f"[{0:+.4f}, {0:+.4f}]"
         elif len(shared) > 1:
-            ci = "[{:+.4f}, {:+.4f}]".format(*x4.stats.bootstrap(diff, rng))
+            # a fresh generator per row: its interval does not depend on the rows before it
+            ci = "[{:+.4f}, {:+.4f}]".format(*x4.stats.bootstrap(diff, np.random.default_rng(0)))
         else:  # one document: no interval over documents
             ci = f"{'—':^18}"
         cells = " ".join(f"{diff[shared.index(d)]:+7.3f}" if d in shared else f"{'—':>7}"

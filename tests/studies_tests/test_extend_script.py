@@ -295,3 +295,27 @@ def test_table_report_pairs_every_row_with_the_best_classic_method() -> None:
     # the same 3 prompts at 16: yarn-cd alone retrieves 0 and 2, new-search alone retrieves 1
     assert "3 keys +1  -2  p 1.000" in paired["new-search"]
     assert "2 keys +0  -2  p 0.500" in paired["pi"]
+
+
+def test_a_rows_interval_does_not_depend_on_the_rows_reported_before_it() -> None:
+    spec = importlib.util.spec_from_file_location("prose", ROOT / "bench" / "heldout_prose.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    docs = ["a", "b", "c", "d"]
+    ref = {"ppl": {"a": 10.0, "b": 12.0, "c": 9.0, "d": 7.0}}
+    late = {"ppl": {"a": 9.0, "b": 12.5, "c": 8.0, "d": 7.2}}
+    early = {"ppl": {"a": 11.0, "b": 11.0, "c": 9.5, "d": 6.0}}
+
+    def line(rows: dict, name: str) -> str:
+        text = bench.report(rows, "ref", docs, {}, _script())
+        return next(x for x in text.splitlines() if x.startswith(name + " "))
+
+    alone = line({"ref": ref, "late": late}, "late")
+    assert "[" in alone and alone == line({"ref": ref, "early": early, "late": late}, "late")
+    stats = _script().stats
+    raw = {"yarn-cd": {"ppl": [10.0, 12.0, 9.0]}, "late": {"ppl": [9.0, 12.5, 8.0]}}
+    first = stats.report(raw, 16, ["a", "b", "c"]).splitlines()
+    raw = {"yarn-cd": raw["yarn-cd"], "pi": {"ppl": [20.0, 21.0, 30.0]}, "late": raw["late"]}
+    again = stats.report(raw, 16, ["a", "b", "c"]).splitlines()
+    pick = lambda lines: next(x for x in lines if x.startswith("late "))  # noqa: E731
+    assert pick(first) == pick(again)
