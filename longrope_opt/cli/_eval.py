@@ -164,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("samples", "trials"):
         if getattr(args, flag) < 1:
             raise InvalidArgumentError(f"`--{flag}` must be >= 1, got {getattr(args, flag)}.")
+    if args.seed < 0:
+        raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
     if args.mode == "sliding" and (args.stride is None or args.stride < 1):
         raise InvalidArgumentError(
             f"`--stride` must be an integer >= 1 with --mode sliding (e.g. 256), got {args.stride}."

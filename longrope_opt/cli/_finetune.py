@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(
                 f"`--{name.replace('_', '-')}` must be >= 1, got {getattr(args, name)}."
             )
+    if args.seed < 0:
+        raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
     check_output_dir(args.output, overwrite=args.overwrite, source=args.model, flag="--output")
     scaling, length = _scaling(args)
     length = args.target_length or length

@@ -108,7 +108,7 @@ def load_samples(
         `Samples`: a list of 1-D ``torch.long`` tensors with provenance attributes.
 
     Raises:
-        InvalidArgumentError: `length` or `k` < 1.
+        InvalidArgumentError: `length` < 2, `k` < 1 or `seed` < 0.
         DataError: Unknown/unreachable source, or fewer than `k` documents are long enough (the
             message gives how many were found and how long the longest ones are).
     """
@@ -118,6 +118,8 @@ def load_samples(
         raise InvalidArgumentError(f"`length` must be an integer >= 2, got {length!r}.")
     if not isinstance(k, int) or k < 1:
         raise InvalidArgumentError(f"`k` must be an integer >= 1, got {k!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed!r}.")
     if not isinstance(windows, int) or windows < 1 or (full and windows > 1):
         raise InvalidArgumentError(
             f"`windows` must be an integer >= 1 (1 when full=True), got {windows!r}."

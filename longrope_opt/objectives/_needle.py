@@ -240,6 +240,8 @@ def needle_prompts(
 ) -> list[NeedlePrompt]:
     """One prompt per (document, depth), numbers from ``default_rng([seed, length])``: every
     trial of a study sees the same prompts (paired values for `WilcoxonPruner`)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed!r}.")
     rng = np.random.default_rng([seed, length])
     prompts = []
     for doc in docs:

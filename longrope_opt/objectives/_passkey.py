@@ -183,6 +183,8 @@ def evaluate_passkey(
         raise InvalidArgumentError(f"`n_trials` must be >= 1, got {n_trials}.")
     if not 0 <= start < n_trials:
         raise InvalidArgumentError(f"`start` must be in [0, n_trials={n_trials}), got {start}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed!r}.")
     rng = np.random.default_rng([seed, length])
     draws = [(int(rng.integers(10000, 100000)), float(rng.uniform())) for _ in range(n_trials)]
     prompts = [

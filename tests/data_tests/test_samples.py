@@ -87,6 +87,12 @@ def test_bad_length_or_k(length: int, k: int, arg: str) -> None:
         load_samples("builtin", char_tokenizer, length, k)
 
 
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_bad_seed_is_named(seed) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"`seed` must be an integer >= 0, got "):
+        load_samples("builtin", char_tokenizer, 100, 1, seed)
+
+
 def test_windows_split_long_documents_and_exclude_whole_documents(tmp_path) -> None:
     text = "".join(chr(97 + i % 26) for i in range(1000))
     (tmp_path / "a.txt").write_text(text)

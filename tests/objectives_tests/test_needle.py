@@ -112,6 +112,8 @@ def test_prompts_are_deterministic_by_seed_and_differ_between_seeds(bpe_tokenize
     assert all(torch.equal(x.ids, y.ids) for x, y in zip(a, b))
     assert [x.number for x in a] != [x.number for x in c]
     assert len({x.number for x in a}) == len(a)
+    with pytest.raises(InvalidArgumentError, match=r"`seed` must be an integer >= 0, got -1"):
+        needle_prompts(bpe_tokenizer, docs, 1500, seed=-1)
 
 
 def test_a_short_document_or_window_is_refused_not_cut(bpe_tokenizer, doc) -> None:

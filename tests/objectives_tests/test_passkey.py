@@ -107,6 +107,8 @@ def test_bad_prompt_arguments() -> None:
         build_passkey_prompt(tok, 500, key=12345, depth=1.5)
     with pytest.raises(InvalidArgumentError, match=r"`length` must be >= \d+ .*got 10"):
         build_passkey_prompt(tok, 10, key=12345, depth=0.5)
+    with pytest.raises(InvalidArgumentError, match=r"`seed` must be an integer >= 0, got -4"):
+        evaluate_passkey(build_tiny_model("llama"), tok, None, 160, n_trials=2, seed=-4)
 
 
 def test_evaluate_passkey_on_a_tiny_model_is_seeded_and_consistent() -> None:

@@ -384,6 +384,9 @@ def test_inputs_fail_before_the_weights_load(env, tmp_path, capfd, monkeypatch) 
                                                   "has no tokenizer"),
         # 7. silent surprises made loud
         "a factor of 1e30": ([*evaluate, "--factors", str(huge)], "`--factors` values must be <= 10000"),
+        "a negative document seed": ([*evaluate, "--seed", "-1"], "`--seed` must be an integer >= 0, got -1"),
+        "a search with a negative seed": ([*ok, "--n-trials", "8", "--study-name", "n", "--seed", "-2"],
+                                          "`--seed` must be an integer >= 0, got -2"),
     }  # fmt: skip
     monkeypatch.setattr(longrope_opt.models, "load_model", no_loading)
     before = _snapshot(env["storage"])

@@ -43,6 +43,7 @@ def test_finetune_exports_a_longrope_model(tiny_model_dir, tiny_corpus, tmp_path
     ("extra", "message"),
     [
         (["--steps", "0"], "`--steps` must be >= 1, got 0"),
+        (["--seed", "-1"], "`--seed` must be an integer >= 0, got -1"),
         (["--study-name", "x"], "give exactly one of `--factors` or `--study-name`"),
         (["--target-length", "64"], "`target_length` must be an integer > the trained length 64"),
     ],
