@@ -126,6 +126,7 @@ def main() -> None:
     from longrope_opt.data import check_source
     from longrope_opt.data import load_samples
     from longrope_opt.errors import LongRopeOptError
+    from longrope_opt.files import write_text_atomic
     from longrope_opt.objectives import evaluate_perplexity
 
     try:
@@ -173,7 +174,7 @@ def main() -> None:
                 continue
             ppl = evaluate_perplexity(model, [sample], methods[name], progress=True).ppl
             row["ppl"][doc] = float(ppl)
-            out.write_text(json.dumps(done, indent=1))
+            write_text_atomic(out, json.dumps(done, indent=1))
             print(f"  {name:<14} {Path(doc).name}: {ppl:.3f}", flush=True)
     rows = {m: done["rows"][m] for m in wanted}
     text = report(rows, args.reference, docs, table, x4)

@@ -142,6 +142,7 @@ def paired_ppl(name: str, ppl: list[float], raw: dict, rows: tuple[str, ...]) ->
 def main() -> None:
     args = parse()
 
+    from longrope_opt.files import write_text_atomic
     from longrope_opt.objectives import evaluate_passkey
     from longrope_opt.objectives import evaluate_perplexity
 
@@ -173,13 +174,13 @@ def main() -> None:
         if held is not None and entry.get("ppl_docs") != held.doc_ids:
             ppl = evaluate_perplexity(model, held, scaling, progress=True).sample_ppl
             entry.update(ppl=[float(x) for x in ppl], ppl_docs=held.doc_ids)
-            out.write_text(json.dumps(done, indent=1))
+            write_text_atomic(out, json.dumps(done, indent=1))
         for i in prompts:
             if str(i) in entry["results"]:
                 continue
             r = evaluate_passkey(model, tok, scaling, L, n_trials=i + 1, start=i, progress=True)
             entry["results"][str(i)] = {"correct": bool(r.correct[0]), "key_nll": r.nll[0]}
-            out.write_text(json.dumps(done, indent=1))
+            write_text_atomic(out, json.dumps(done, indent=1))
             print(f"  {name} prompt {i}: {'retrieved' if r.correct[0] else 'missed'}", flush=True)
         got = [entry["results"][str(i)]["correct"] for i in prompts]
         known = [(i, c) for i, c in zip(prompts, got) if i < len(mine)]

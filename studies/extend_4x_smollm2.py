@@ -276,6 +276,7 @@ def main() -> None:
 
     from longrope_opt.data import load_samples
     from longrope_opt.errors import LongRopeOptError
+    from longrope_opt.files import write_text_atomic
     from longrope_opt.objectives import evaluate_passkey
     from longrope_opt.objectives import evaluate_perplexity
     from longrope_opt.studies import run_search
@@ -341,8 +342,8 @@ def main() -> None:
     # records the path its numbers came from (cells from before this record have none).
     path = getattr(model, "longrope_opt_compute", {}).get("path", args.dtype)
 
-    def save() -> None:  # after every piece: an interruption loses one piece at most
-        raw_path.write_text(json.dumps(raw, indent=1))
+    def save() -> None:  # after every piece, atomic: an interruption loses one piece at most
+        write_text_atomic(raw_path, json.dumps(raw, indent=1))
 
     # Perplexity of every method first (3 forwards each), then passkey in pieces of 5 keys:
     # the numbers the goal is about come before the long passkey runs.

@@ -34,6 +34,7 @@ import torch
 from longrope_opt import RopeScaling
 from longrope_opt import RopeSpec
 from longrope_opt.data import load_samples
+from longrope_opt.files import write_text_atomic
 from longrope_opt.models import export_model
 from longrope_opt.models import load_model
 from longrope_opt.objectives import evaluate_perplexity
@@ -106,7 +107,7 @@ class Table:
                 f"  {label:<44} {length:>6}: {ppl:9.3f}  ({time.perf_counter() - start:.0f} s)",
                 flush=True,
             )
-            self.path.write_text(json.dumps(self.rows, indent=2))
+            write_text_atomic(self.path, json.dumps(self.rows, indent=2))
 
     def markdown(self) -> str:
         head = "| stage | " + " | ".join(f"{n // 1024}k" for n in self.lengths) + " |"

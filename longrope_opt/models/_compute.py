@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import platform
 import time
 from dataclasses import asdict
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from longrope_opt.files import write_text_atomic
 from longrope_opt.registry import Registry
 
 
@@ -140,9 +140,7 @@ def write_cached(path: Path, key: str, record: dict[str, Any]) -> None:
             pass
     data.setdefault("choices", {})[key] = record
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(data, indent=2))
 
 
 def probe_seconds(model: Any, path: ComputePath, *, tokens: int, layers: int, reps: int) -> float:

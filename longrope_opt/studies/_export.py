@@ -11,6 +11,7 @@ from typing import Any
 import optuna
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.files import write_text_atomic
 from longrope_opt.models import rope_parameters
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
@@ -133,7 +134,7 @@ def export_best(study: optuna.Study, path: str | Path) -> dict[str, Any]:
         record["rope_parameters"] = params
     if best.value is not None and not math.isfinite(best.value):
         raise InvalidArgumentError(f"best value of study {study.study_name!r} is not finite.")
-    Path(path).write_text(json.dumps(record, indent=2) + "\n")
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")  # an old file is kept whole or replaced
     return record
 
 
