@@ -191,12 +191,12 @@ class LongRoPESampler(SpaceSampler):
         """The parents of `generation` (cached in storage by whichever worker asks first)."""
         if generation == 0:
             return []
-        finished, _ = self._index.refresh(study)
+        self._index.refresh(study)
         numbers = _state.cached_parents(study, generation)
         if numbers is None:
             pool = {
                 t.number: t
-                for t in finished
+                for t in self._index.finished()
                 if t.state == TrialState.COMPLETE and _state.trial_generation(t) == generation - 1
             }
             for parent in self.get_parents(study, generation - 1):
@@ -321,8 +321,8 @@ class LongRoPESampler(SpaceSampler):
 
     def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
         # Finished trials' keys were computed once (`TrialIndex`); only live ones are read again.
-        finished, live = self._index.refresh(study)
-        keys = {self._index.derived(t.number) for t in finished} - {None}
+        live = self._index.refresh(study)
+        keys = self._index.values().copy()  # a set's copy reuses its hashes: no key is rehashed
         for t in live:
             if t.number == trial.number:
                 continue
