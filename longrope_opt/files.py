@@ -3,7 +3,9 @@
 A resumable run rewrites its results file after every piece of work. Writing it in place, a kill
 (or a full disk) in the middle of the write leaves half a JSON file, and the next run cannot read
 any of the hours it held. Writing a sibling file and renaming it over the old one is atomic on
-POSIX and Windows, so the file on disk is always the old version or the new one.
+POSIX and Windows, so the file on disk is always the old version or the new one; the file and
+then (where the system allows) its folder are fsynced, so a power cut after the call keeps the
+new version.
 """
 
 from __future__ import annotations
@@ -33,3 +35,20 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+    _fsync_folder(target.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    # The rename lives in the folder's entry: without this, a power cut right after it can bring
+    # back the old file (a killed process cannot: the kernel already holds the rename). Best
+    # effort: Windows cannot open a folder, and some file systems refuse to fsync one.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

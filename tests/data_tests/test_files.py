@@ -59,3 +59,19 @@ def test_a_process_killed_while_writing_leaves_the_old_file_readable(tmp_path) -
     finally:
         proc.wait()
     assert json.loads(path.read_text()) == {"keys": [True] * 10}
+
+
+def test_the_file_then_its_folder_reach_the_disk(tmp_path, monkeypatch) -> None:
+    import stat
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    write_text_atomic(tmp_path / "results.json", "{}")
+    # The data before the rename, the rename (the folder's entry) after it.
+    assert synced == ["file", "folder"]
