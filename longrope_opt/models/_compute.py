@@ -4,7 +4,7 @@ The fastest exact path depends on the CPU: with AMX, bf16 matmuls and bf16 atten
 times fp32's; with AVX-512-bf16 and no AMX, bf16 matmuls gain ≈ 2.5× but the bf16 attention
 kernel is no faster than fp32's. So `--dtype auto` times the candidate paths once per machine on
 a short probe (a 2-layer slice of the model at a few thousand tokens: a few seconds), keeps the
-fastest in the cache directory keyed by the CPU's name, and reuses it. A forced `--dtype` wins;
+fastest in the cache directory keyed by the CPU's name and instruction sets, and reuses it. A forced `--dtype` wins;
 a corrupt cache file is ignored with a warning and measured again. Element-wise fusion is a
 separate switch (`--fuse`): its one-off compile costs tens of seconds, too much for a probe.
 """
@@ -97,10 +97,43 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+#: The instruction sets that decide whether bf16 beats fp32 (``/proc/cpuinfo`` flag names).
+MATMUL_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
+
+
+def cpu_features(cpuinfo: str | None = None) -> str:
+    """What tells two CPUs of one model name apart for the path choice: family, model and the
+    matmul instruction sets (``/proc/cpuinfo``; empty where it does not exist).
+
+    Cloud VMs often report only a vendor line ("AMD EPYC") for CPUs with and without
+    AVX-512-bf16, where bf16 runs ≈ 2.5× fp32's speed on one and ≈ 5× slower (emulated) on the
+    other; a cache keyed by the name alone would reuse the wrong choice.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() not in fields:  # the first processor speaks for all
+            fields[name.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    parts = [f"family {fields['cpu family']}"] if "cpu family" in fields else []
+    parts += [f"model {fields['model']}"] if "model" in fields else []
+    parts += [flag for flag in MATMUL_FLAGS if flag in flags]
+    return " ".join(parts)
+
+
 def _cache_key(cpu: str, threads: int, config: Any) -> str:
-    # The ranking depends on the CPU, the threads, the kernels (torch) and the layer shapes.
+    # The ranking depends on the CPU (name and instruction sets), the threads, the kernels
+    # (torch) and the layer shapes.
     import torch
 
+    features = cpu_features()
+    if features:
+        cpu = f"{cpu} ({features})"
     shape = "x".join(
         str(getattr(config, k, "?"))
         for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size")

@@ -27,6 +27,7 @@ PROBE = dict(tokens=96, layers=1, reps=1)
 def test_the_choice_is_measured_once_then_cached_per_cpu(tmp_path, monkeypatch) -> None:
     model = build_tiny_model("llama")
     monkeypatch.setattr(_compute, "cpu_name", lambda: "CPU A")
+    monkeypatch.setattr(_compute, "cpu_features", lambda: "")
     first = choose_path(model, cache=tmp_path, **PROBE)
     assert first.source == "measured" and first.cpu == "CPU A"
     assert set(first.seconds) == set(_compute.CPU_CANDIDATES)
@@ -41,6 +42,38 @@ def test_the_choice_is_measured_once_then_cached_per_cpu(tmp_path, monkeypatch) 
     # another model shape on the same CPU is measured again too
     other = build_tiny_model("llama", hidden_size=32, intermediate_size=64)
     assert choose_path(other, cache=tmp_path, **PROBE).source == "measured"
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: {family}
+model\t\t: {model}
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx2 {extra} fma
+processor\t: 1
+cpu family\t: 99
+flags\t\t: amx_bf16
+"""
+
+
+def test_cpu_features_name_family_model_and_the_matmul_flags() -> None:
+    text = CPUINFO.format(family=25, model=17, extra="avx512f avx512_bf16 avx512vl")
+    assert _compute.cpu_features(text) == "family 25 model 17 avx512_bf16 avx512f avx2"
+    assert _compute.cpu_features("") == ""
+
+
+def test_one_cpu_name_with_other_instruction_sets_is_measured_again(tmp_path, monkeypatch) -> None:
+    # cloud VMs call a Zen 3 and a Zen 4 both "AMD EPYC"; only the latter has fast bf16
+    model = build_tiny_model("llama")
+    monkeypatch.setattr(_compute, "cpu_name", lambda: "AMD EPYC")
+    parse = _compute.cpu_features
+    for family_model, extra in (((25, 1), ""), ((25, 17), "avx512f avx512_bf16")):
+        text = CPUINFO.format(family=family_model[0], model=family_model[1], extra=extra)
+        monkeypatch.setattr(_compute, "cpu_features", lambda text=text: parse(text))
+        assert choose_path(model, cache=tmp_path, **PROBE).source == "measured"
+        assert choose_path(model, cache=tmp_path, **PROBE).source == "cached"
+    keys = json.loads((tmp_path / _compute.CACHE_FILE).read_text())["choices"]
+    assert len(keys) == 2 and all(k.startswith("AMD EPYC (family 25 model ") for k in keys)
 
 
 def test_a_corrupt_cache_is_ignored_with_a_warning(tmp_path, caplog) -> None:
