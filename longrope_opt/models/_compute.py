@@ -4,9 +4,10 @@ The fastest exact path depends on the CPU: with AMX, bf16 matmuls and bf16 atten
 times fp32's; with AVX-512-bf16 and no AMX, bf16 matmuls gain ≈ 2.5× but the bf16 attention
 kernel is no faster than fp32's. So `--dtype auto` times the candidate paths once per machine on
 a short probe (a 2-layer slice of the model at a few thousand tokens: a few seconds), keeps the
-fastest in the cache directory keyed by the CPU's name and instruction sets, and reuses it. A forced `--dtype` wins;
-a corrupt cache file is ignored with a warning and measured again. Element-wise fusion is a
-separate switch (`--fuse`): its one-off compile costs tens of seconds, too much for a probe.
+fastest in the cache directory keyed by the CPU's name and instruction sets, and reuses it. A
+forced `--dtype` wins; a corrupt cache file is ignored with a warning and measured again.
+Element-wise fusion is a separate switch (`--fuse`): its one-off compile costs tens of seconds,
+too much for a probe.
 """
 
 from __future__ import annotations
@@ -86,15 +87,26 @@ class PathChoice:
         return f"compute path {self.path} ({self.source} on {self.cpu}{'; ' + timing if timing else ''})"
 
 
+def _first_processor(cpuinfo: str | None = None) -> dict[str, str]:
+    # The first processor's fields of `cpuinfo` (default: /proc/cpuinfo; {} where it does not
+    # exist): every core of one machine reports the same model and flags.
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return {}
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        name, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(name.strip().lower(), value.strip())
+    return fields
+
+
 def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo``; `platform.processor()` elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    name = _first_processor().get("model name")
+    return name or platform.processor() or platform.machine() or "unknown CPU"
 
 
 #: The instruction sets that decide whether bf16 beats fp32 (``/proc/cpuinfo`` flag names).
@@ -109,16 +121,7 @@ def cpu_features(cpuinfo: str | None = None) -> str:
     AVX-512-bf16, where bf16 runs ≈ 2.5× fp32's speed on one and ≈ 5× slower (emulated) on the
     other; a cache keyed by the name alone would reuse the wrong choice.
     """
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return ""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        name, sep, value = line.partition(":")
-        if sep and name.strip() not in fields:  # the first processor speaks for all
-            fields[name.strip()] = value.strip()
+    fields = _first_processor(cpuinfo)
     flags = set(fields.get("flags", "").split())
     parts = [f"family {fields['cpu family']}"] if "cpu family" in fields else []
     parts += [f"model {fields['model']}"] if "model" in fields else []
