@@ -41,6 +41,8 @@ def report(raw: dict, L: int, doc_ids: list[str]) -> str:
     then passkey paired with the best classic method on the same prompts (sign test)."""
     rows = {name: row for name, row in raw.items() if "ppl" in row}
     classic = [m for m in ("pi", "ntk", "yarn", "yarn-cd", "ntk-cd") if m in rows]
+    if not classic:  # e.g. only `none` measured so far: nothing to pair the rows with
+        return f"{L} tokens: no classic row measured yet (pi, ntk, yarn, yarn-cd or ntk-cd)"
     best = min(classic, key=lambda m: np.mean(np.log(rows[m]["ppl"])))
     lines = [f"{L} tokens, held-out {doc_ids}; best classic method: {best}"]
     lines.append(f"{'method':<14}{'ppl':>9}{'ratio':>8}{'Δ log ppl':>11}{'95 % CI':>20}"

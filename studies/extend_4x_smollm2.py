@@ -23,10 +23,16 @@ Three stages, each resumable (rerun the same command; every result is kept as it
    critical-dimension correction, the plain search and the new one; paired differences against
    the best classic method with a bootstrap 95 % interval over documents (perplexity) or keys.
 
+`--stage classic` runs the table for the classic rows alone, with no search: at 8x (65,536) one
+forward takes ~23 min on 2 CPU cores, so the rows come before any search could. `--methods`
+measures some rows now, the rest in a later run.
+
     python studies/extend_4x_smollm2.py                        # all stages (many hours on CPU)
     python studies/extend_4x_smollm2.py --stage search --trials 64 --studies new   # one study
     python studies/extend_4x_smollm2.py --studies new,plain,floor --trials 32 --rerank 4   # + floor
     python studies/extend_4x_smollm2.py --stage table --guard-keys 10   # + retrieval-guarded rows
+    python studies/extend_4x_smollm2.py --stage classic --target-length 65536 --held-out 1 \
+        --keys 0 --methods yarn-cd,ntk-cd --out bench/results/extend-8x   # 8x: two rows, no search
     python studies/extend_4x_smollm2.py --model tiny/ --corpus docs/ --target-length 256   # smoke
 
 Results: <out>.db (studies), <out>.json (the table's raw numbers) and <out>.txt (the table),
@@ -55,7 +61,11 @@ STUDIES = ("plain", "new", "floor")  # the table's search rows, in this order
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--stage", choices=["search", "rerank", "table", "all"], default="all")
+    p.add_argument(
+        "--stage", choices=["search", "rerank", "table", "all", "classic"], default="all",
+        help="classic: the table's classic rows only, no search (e.g. at 8x, where one forward "
+        "takes 23 min on 2 CPU cores and a search does not fit)",
+    )  # fmt: skip
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--corpus", default="builtin")
     p.add_argument("--target-length", type=int, default=32768)
@@ -91,6 +101,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--held-out", type=int, default=3)
     p.add_argument("--keys", type=int, default=20, help="passkeys per length")
     p.add_argument(
+        "--methods", default="",
+        help="comma-separated rows whose perplexity to measure now (default all); the table "
+        "reports every row measured so far",
+    )  # fmt: skip
+    p.add_argument(
         "--passkey-methods", default="",
         help="comma-separated methods to run passkey for (default all: none, pi, ntk, yarn, "
         "yarn-cd, ntk-cd, plain-search, new-search, floor-search)",
@@ -104,10 +119,13 @@ def parse() -> argparse.Namespace:
     args = p.parse_args()
     args.studies = [n.strip() for n in args.studies.split(",") if n.strip()]
     args.passkey_methods = [n.strip() for n in args.passkey_methods.split(",") if n.strip()]
+    args.methods = [n.strip() for n in args.methods.split(",") if n.strip()]
     lengths = [n.strip() for n in args.passkey_lengths.split(",") if n.strip()]
     if not lengths or set(lengths) - {"half", "target"}:
         p.error(f"--passkey-lengths must name half and/or target, got {args.passkey_lengths!r}")
     args.passkey_lengths = [args.target_length // (2 if n == "half" else 1) for n in lengths]
+    if args.keys < 0:
+        p.error(f"--keys must be an integer >= 0, got {args.keys}")
     if args.guard_keys < 0:
         p.error(f"--guard-keys must be an integer >= 0, got {args.guard_keys}")
     if not args.studies or set(args.studies) - set(STUDIES):
@@ -295,7 +313,7 @@ def main() -> None:
         fail(str(exc))
     studies = {}
     every = configs(args, held.doc_ids)
-    for name, config in ((n, every[n]) for n in args.studies):
+    for name, config in ((n, every[n]) for n in args.studies if args.stage != "classic"):
         if args.stage in ("search", "all"):
             print(f"search {name}: {args.trials} trials")
         run = args.stage in ("search", "all")
@@ -305,16 +323,19 @@ def main() -> None:
         ).study  # fmt: skip
     if args.stage == "search":
         return
-    docs = load_samples(args.corpus, tok, L, args.rerank_samples, seed=0, exclude=held.doc_ids)
-    winners = {name: rerank(study, model, docs, args.rerank) for name, study in studies.items()}
+    winners = {}
+    if studies:
+        docs = load_samples(args.corpus, tok, L, args.rerank_samples, seed=0, exclude=held.doc_ids)
+        winners = {name: rerank(study, model, docs, args.rerank) for name, study in studies.items()}
     if args.stage == "rerank":
         return
 
     methods = classic_methods(model.config, L)
     possible = [*methods, *(f"{k}-{r}" for r in ("search", "guarded") for k in winners)]
-    unknown = set(args.passkey_methods) - set(possible)
-    if unknown:  # before the guard, which can take an hour
-        fail(f"--passkey-methods: unknown {sorted(unknown)}; choose from {possible}")
+    for flag, chosen in (("--methods", args.methods), ("--passkey-methods", args.passkey_methods)):
+        unknown = set(chosen) - set(possible)
+        if unknown:  # before the guard, which can take an hour
+            fail(f"{flag}: unknown {sorted(unknown)}; choose from {possible}")
     trial_of = {}  # a search row's trial: a row made for another trial is measured again
     for key in (k for k in STUDIES if k in winners):
         methods[f"{key}-search"], trial = winners[key]
@@ -348,6 +369,8 @@ def main() -> None:
     # Perplexity of every method first (3 forwards each), then passkey in pieces of 5 keys:
     # the numbers the goal is about come before the long passkey runs.
     for name, scaling in methods.items():
+        if args.methods and name not in args.methods:
+            continue
         row = raw.setdefault(name, {})
         if name in trial_of and row.setdefault("trial", trial_of[name]) != trial_of[name]:
             row.clear()
@@ -358,10 +381,10 @@ def main() -> None:
             row.setdefault("compute", {})["ppl"] = path
             save()
         print(f"  {name:<14} ppl {np.round(row['ppl'], 3).tolist()}")
-    wanted = [m for m in args.passkey_methods or methods if m in methods]
+    wanted = [m for m in args.passkey_methods or args.methods or methods if m in methods]
     for length in args.passkey_lengths:
         for name in wanted:
-            correct = raw[name].setdefault(f"passkey{length}", [])
+            correct = raw.setdefault(name, {}).setdefault(f"passkey{length}", [])
             while len(correct) < args.keys:
                 n = min(len(correct) + 5, args.keys)
                 r = evaluate_passkey(model, tok, methods[name], length, n_trials=n,

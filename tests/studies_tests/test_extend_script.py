@@ -177,6 +177,41 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
     assert bad.returncode == 2 and "--passkey-lengths must name half and/or target" in bad.stderr
 
 
+def test_classic_stage_measures_the_chosen_rows_without_a_search(tiny_model_dir, tmp_path) -> None:
+    corpus = write_tiny_corpus(tmp_path / "corpus", n_docs=4, words=300)
+    out = tmp_path / "x8"
+    cmd = [
+        sys.executable, str(ROOT / "studies" / "extend_4x_smollm2.py"), "--model", tiny_model_dir,
+        "--corpus", corpus, "--target-length", "256", "--held-out", "2", "--out", str(out),
+        "--dtype", "float32", "--stage", "classic",
+    ]  # fmt: skip
+    first = subprocess.run(cmd + ["--methods", "none", "--keys", "0"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "no classic row measured yet" in out.with_suffix(".txt").read_text()
+    assert not out.with_suffix(".db").exists()  # no study: nothing was searched
+    raw = json.loads(out.with_suffix(".json").read_text())
+    assert set(raw) == {"none"} and len(raw["none"]["ppl"]) == 2
+    assert all(not raw["none"].get(f"passkey{n}") for n in (128, 256))  # --keys 0: none ran
+    more = subprocess.run(cmd + ["--methods", "yarn-cd,ntk", "--keys", "1",
+                                 "--passkey-lengths", "target"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert more.returncode == 0, more.stderr[-3000:]
+    after = json.loads(out.with_suffix(".json").read_text())
+    assert after["none"] == raw["none"]  # not asked: kept, not measured again
+    assert set(after) == {"none", "yarn-cd", "ntk"}
+    assert all(len(after[m]["passkey256"]) == 1 for m in ("yarn-cd", "ntk"))  # the rows asked
+    assert "passkey256" not in after["none"]
+    table = out.with_suffix(".txt").read_text()
+    assert "best classic method" in table and "none" in table and "search" not in table
+    for extra, message in ((["--methods", "longrope"], "--methods: unknown ['longrope']"),
+                           (["--methods", "new-search"], "--methods: unknown ['new-search']"),
+                           (["--keys", "-1"], "--keys must be an integer >= 0, got -1")):  # fmt: skip
+        bad = subprocess.run(cmd + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
+        assert "Traceback" not in bad.stderr
+
+
 def _script():
     # studies/ is not a package: load the script as a module to test its pieces.
     spec = importlib.util.spec_from_file_location(
