@@ -124,10 +124,11 @@ def parse() -> argparse.Namespace:
     if not lengths or set(lengths) - {"half", "target"}:
         p.error(f"--passkey-lengths must name half and/or target, got {args.passkey_lengths!r}")
     args.passkey_lengths = [args.target_length // (2 if n == "half" else 1) for n in lengths]
-    if args.keys < 0:
-        p.error(f"--keys must be an integer >= 0, got {args.keys}")
-    if args.guard_keys < 0:
-        p.error(f"--guard-keys must be an integer >= 0, got {args.guard_keys}")
+    for flag, low in (("target-length", 2), ("samples", 1), ("trials", 1), ("rerank", 1),
+                      ("rerank-samples", 1), ("held-out", 1), ("keys", 0), ("guard-keys", 0),
+                      ("skip-tokens", 0)):  # fmt: skip  # (before the model loads)
+        if (value := getattr(args, flag.replace("-", "_"))) < low:
+            p.error(f"--{flag} must be an integer >= {low}, got {value}")
     if not args.studies or set(args.studies) - set(STUDIES):
         p.error(f"--studies must name some of {', '.join(STUDIES)} (comma-separated), got "
                 f"{args.studies!r}")  # fmt: skip
@@ -292,6 +293,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import optuna
 
+    from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.errors import LongRopeOptError
     from longrope_opt.files import write_text_atomic
@@ -304,6 +306,9 @@ def main() -> None:
     L = args.target_length
     storage = f"sqlite:///{args.out}.db"
     model, tok = load(args.model, args.dtype)
+    trained = RopeSpec.from_config(model.config).original_length
+    if args.target_length <= trained:
+        fail(f"--target-length must be above the model's trained length {trained}, got {L}")
     # The built-in corpus has 3 documents of >= 32k tokens: the reference manual (113k tokens,
     # 3 windows) and two modules. Windows let the manual alone be the held-out set, leaving
     # both modules (other documents, code rather than prose) to the search and the re-rank.

@@ -206,7 +206,10 @@ def test_classic_stage_measures_the_chosen_rows_without_a_search(tiny_model_dir,
     assert "best classic method" in table and "none" in table and "search" not in table
     for extra, message in ((["--methods", "longrope"], "--methods: unknown ['longrope']"),
                            (["--methods", "new-search"], "--methods: unknown ['new-search']"),
-                           (["--keys", "-1"], "--keys must be an integer >= 0, got -1")):  # fmt: skip
+                           (["--keys", "-1"], "--keys must be an integer >= 0, got -1"),
+                           (["--held-out", "0"], "--held-out must be an integer >= 1, got 0"),
+                           (["--target-length", "64"], "above the model's trained length 64"),
+                           (["--rerank", "0"], "--rerank must be an integer >= 1, got 0")):  # fmt: skip
         bad = subprocess.run(cmd + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
         assert "Traceback" not in bad.stderr
