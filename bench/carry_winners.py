@@ -90,11 +90,10 @@ def main() -> None:
     from longrope_opt.files import write_text_atomic
     from longrope_opt.objectives import evaluate_perplexity
 
-    _, model, tok, rows = x4.load_table(args.source, args.model, args.dtype, args.from_length)
-    trained = RopeSpec.from_config(model.config).original_length
-    for flag, length in (("--from-length", args.from_length), ("--target-length", args.target_length)):
-        if length <= trained:
-            x4.fail(f"{flag} must be above the model's trained length {trained}, got {length}")
+    _, model, tok, rows = x4.load_table(
+        args.source, args.model, args.dtype, args.from_length, "--from-length"
+    )
+    x4.above_trained(model, "--target-length", args.target_length)
     missing = [n for n in args.studies if f"{n}-search" not in rows]
     if missing:
         x4.fail(f"--studies: no re-ranked winner of {missing} in {args.source}.db")
@@ -103,6 +102,7 @@ def main() -> None:
     except LongRopeOptError as exc:
         x4.fail(str(exc))
     path = getattr(model, "longrope_opt_compute", {}).get("path", args.dtype)
+    trained = RopeSpec.from_config(model.config).original_length
     s_from, s_to = args.from_length / trained, args.target_length / trained
     for name in args.studies:
         carried = carry(rows[f"{name}-search"], s_from, s_to, f"{name}-carried")

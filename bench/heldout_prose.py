@@ -136,7 +136,9 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("x4", ROOT / "studies" / "extend_4x_smollm2.py")
     x4 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(x4)
-    table, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, args.length)
+    table, model, tok, methods = x4.load_table(
+        args.out, args.model, args.dtype, args.length, "--length"
+    )
     wanted = args.methods or list(methods)
     unknown = [m for m in {*wanted, args.reference} if m not in methods]
     if unknown:

@@ -151,7 +151,7 @@ def main() -> None:
     spec.loader.exec_module(x4)
 
     L = args.target_length
-    raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L)
+    raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L, "--target-length")
     out = Path(args.json)
     done = json.loads(out.read_text()) if out.exists() else {}
     held = held_windows(x4, raw, args.corpus, tok, L) if args.perplexity else None

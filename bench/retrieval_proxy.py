@@ -70,7 +70,7 @@ def main() -> None:
     spec.loader.exec_module(x4)
 
     L = args.target_length
-    raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L)
+    raw, model, tok, methods = x4.load_table(args.out, args.model, args.dtype, L, "--target-length")
     held = next(row["docs"] for row in raw.values() if "docs" in row)
     docs = load_samples(args.corpus, tok, args.skip_tokens, args.docs, seed=0, exclude=held)
     depths = np.linspace(0.05, 0.95, args.depths).round(3).tolist()

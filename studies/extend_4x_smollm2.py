@@ -202,12 +202,21 @@ def load(model_name: str, dtype: str) -> tuple:
         fail(str(exc))
 
 
-def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
+def above_trained(model, flag: str, length: int) -> None:
+    """A `length` at or below the model's trained one is one line and exit 2."""
+    from longrope_opt import RopeSpec
+
+    trained = RopeSpec.from_config(model.config).original_length
+    if length <= trained:
+        fail(f"{flag} must be above the model's trained length {trained}, got {length}")
+
+
+def load_table(out: str, model_name: str, dtype: str, length: int, flag: str) -> tuple:
     """What a bench script re-reads of the table: ``(raw results, model, tokenizer, rows)``.
 
-    The rows are the classic methods, then each search's re-ranked winner from ``<out>.db``
-    (``plain-search``, ``new-search``, ``floor-search``: those searched), by name; the raw
-    results are ``<out>.json``."""
+    The rows are the classic methods at `length` (the bench's option `flag`), then each search's
+    re-ranked winner from ``<out>.db`` (``plain-search``, ``new-search``, ``floor-search``: those
+    searched), by name; the raw results are ``<out>.json``."""
     import optuna
 
     from longrope_opt.studies import reranked_best
@@ -217,6 +226,7 @@ def load_table(out: str, model_name: str, dtype: str, length: int) -> tuple:
         fail(f"--out: no table at {out}.json (run studies/extend_4x_smollm2.py first)")
     raw = json.loads(Path(f"{out}.json").read_text())
     model, tok = load(model_name, dtype)
+    above_trained(model, flag, length)
     methods = classic_methods(model.config, length)
     storage = f"sqlite:///{out}.db"
     names = optuna.get_all_study_names(storage)
@@ -293,7 +303,6 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import optuna
 
-    from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.errors import LongRopeOptError
     from longrope_opt.files import write_text_atomic
@@ -306,9 +315,7 @@ def main() -> None:
     L = args.target_length
     storage = f"sqlite:///{args.out}.db"
     model, tok = load(args.model, args.dtype)
-    trained = RopeSpec.from_config(model.config).original_length
-    if args.target_length <= trained:
-        fail(f"--target-length must be above the model's trained length {trained}, got {L}")
+    above_trained(model, "--target-length", L)
     # The built-in corpus has 3 documents of >= 32k tokens: the reference manual (113k tokens,
     # 3 windows) and two modules. Windows let the manual alone be the held-out set, leaving
     # both modules (other documents, code rather than prose) to the search and the re-rank.

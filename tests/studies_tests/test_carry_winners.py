@@ -87,6 +87,7 @@ def test_carry_bench_measures_a_winner_at_the_new_scale_and_resumes(
         (["--studies", "floor"], "--studies: no re-ranked winner of ['floor']"),
         (["--studies", "best"], "--studies must name some of"),
         (["--target-length", str(TINY_LENGTH)], "--target-length must be above the model's"),
+        (["--from-length", str(TINY_LENGTH)], "--from-length must be above the model's"),
         (["--out", str(tmp_path / "nope")], "--out: no table at"),
         (["--held-out", "0"], "--held-out must be an integer >= 1, got 0"),
     ):

@@ -153,7 +153,8 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
                            (["--methods", "longrope"], "no row 'longrope'"),
                            (["--corpus", str(tmp_path / "nope")], "does not exist"),
                            (["--docs", "9"], "need k=9"),
-                           (["--length", "128"], "not this run's")):  # fmt: skip
+                           (["--length", "128"], "not this run's"),
+                           (["--length", "64"], "--length must be above the model's trained")):  # fmt: skip
         kept = (tmp_path / "prose.json").read_bytes()
         bad = subprocess.run(prose + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
