@@ -336,6 +336,16 @@ def test_table_report_pairs_every_row_with_the_best_classic_method() -> None:
     assert "2 keys +0  -2  p 0.500" in paired["pi"]
 
 
+def test_table_report_gives_no_interval_over_one_window() -> None:
+    stats = _script().stats
+    raw = {"yarn-cd": {"ppl": [10.0]}, "new-carried": {"ppl": [9.0]}}
+    lines = stats.report(raw, 16, ["a"]).splitlines()
+    row = next(x for x in lines if x.startswith("new-carried"))
+    assert row.split()[2] == "0.900" and "[" not in row and "—" in row
+    two = stats.report({"yarn-cd": {"ppl": [10.0, 11.0]}, "new": {"ppl": [9.0, 10.0]}}, 16, ["a"])
+    assert "[" in next(x for x in two.splitlines() if x.startswith("new "))
+
+
 def test_a_rows_interval_does_not_depend_on_the_rows_reported_before_it() -> None:
     spec = importlib.util.spec_from_file_location("prose", ROOT / "bench" / "heldout_prose.py")
     bench = importlib.util.module_from_spec(spec)
