@@ -394,7 +394,7 @@ def main() -> None:
             save()
         print(f"  {name:<14} ppl {np.round(row['ppl'], 3).tolist()}")
     wanted = [m for m in args.passkey_methods or args.methods or methods if m in methods]
-    for length in args.passkey_lengths:
+    for length in args.passkey_lengths if args.keys else []:  # --keys 0: no passkey
         for name in wanted:
             correct = raw.setdefault(name, {}).setdefault(f"passkey{length}", [])
             while len(correct) < args.keys:
