@@ -68,6 +68,13 @@ def report(raw: dict, L: int, doc_ids: list[str]) -> str:
     lines.append("ppl: geometric mean over the windows; ratio = exp(mean Δ log ppl) vs the best "
                  "classic method; CI: bootstrap over windows (— with one window); passkey: "
                  "correct/keys [Wilson 95 %].")  # fmt: skip
+    # `auto` is another compute path on another CPU: say so when the rows' perplexities mix them
+    by_path: dict[str, list[str]] = {}
+    for name, row in rows.items():
+        by_path.setdefault(row.get("compute", {}).get("ppl", "not recorded"), []).append(name)
+    if len(by_path) > 1:
+        lines.append("ppl on more than one compute path: "
+                     + "; ".join(f"{p}: {', '.join(n)}" for p, n in by_path.items()))  # fmt: skip
     lines.append(f"\npasskey paired with {best} on the same prompts: +b only the method retrieves, "
                  "-c only the best classic does; exact sign test p")  # fmt: skip
     for name, row in rows.items():

@@ -94,3 +94,13 @@ def test_carry_bench_measures_a_winner_at_the_new_scale_and_resumes(
         bad = subprocess.run(bench + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
         assert "Traceback" not in bad.stderr
+
+
+def test_a_row_carried_again_on_another_machine_is_the_same_row() -> None:
+    same_row = _load("carry", ROOT / "bench" / "carry_winners.py").same_row
+    row = {"factors": [1.0, 2.181015465330515, 22.6], "n_hat": 4, "t": 1.13, "from": 32768}
+    drift = {**row, "factors": [1.0, 2.1810154653305154, 22.6]}  # the last bit of a power
+    assert drift != row and same_row(row, drift)
+    for other in ({**row, "factors": [1.0, 2.19, 22.6]}, {**row, "t": 1.14}, {**row, "n_hat": 0},
+                  {**row, "from": 16384}, {**row, "factors": [1.0, 22.6]}, {}):  # fmt: skip
+        assert not same_row(row, other), other

@@ -368,3 +368,15 @@ def test_a_rows_interval_does_not_depend_on_the_rows_reported_before_it() -> Non
     again = stats.report(raw, 16, ["a", "b", "c"]).splitlines()
     pick = lambda lines: next(x for x in lines if x.startswith("late "))  # noqa: E731
     assert pick(first) == pick(again)
+
+
+def test_table_report_names_the_compute_paths_when_rows_mix_them() -> None:
+    stats = _script().stats
+    one = {"yarn-cd": {"ppl": [10.0], "compute": {"ppl": "float32"}},
+           "new-carried": {"ppl": [9.0], "compute": {"ppl": "float32"}}}  # fmt: skip
+    assert "compute path" not in stats.report(one, 16, ["a"])
+    mixed = {**one, "ntk-cd": {"ppl": [11.0], "compute": {"ppl": "bf16-fp32attn"}},
+             "pi": {"ppl": [30.0]}}  # fmt: skip
+    line = next(x for x in stats.report(mixed, 16, ["a"]).splitlines() if "compute path" in x)
+    assert "float32: yarn-cd, new-carried" in line and "bf16-fp32attn: ntk-cd" in line
+    assert "not recorded: pi" in line
