@@ -143,10 +143,17 @@ def _counts(study: optuna.Study) -> tuple[int, int]:
     return finished, running
 
 
-def _guarded(objective: Callable[[optuna.Trial], float], study: optuna.Study, n_trials: int):
+def _guarded(
+    objective: Callable[[optuna.Trial], float], study: optuna.Study, n_trials: int, beat: bool
+):
     # Two workers can pass the budget check at the same moment; the later one's trial finds the
     # budget taken (finished + other running ≥ total) and fails as surplus without evaluating.
     def run(trial: optuna.Trial) -> float:
+        if beat:
+            # Optuna's heartbeat thread writes its first beat a moment after the objective has
+            # started. A worker killed in between left a RUNNING trial with no beat, which
+            # `fail_stale_trials` never fails, and every other worker waited on it for ever.
+            study._storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
         finished, running = _counts(study)
         if finished + running - 1 >= n_trials:
             trial.set_user_attr("surplus", "the budget was already reserved by other workers")
@@ -206,7 +213,10 @@ def run_study(
     # of the storages that support heartbeats (RDBStorage).
     interval = getattr(study._storage, "get_heartbeat_interval", None)
     heartbeat = callable(interval) and interval() is not None
-    guarded = _guarded(objective, study, n_trials)
+    guarded = _guarded(objective, study, n_trials, heartbeat)
+    # How long to wait on other workers' running trials before saying which ones (once a wait).
+    patience = max(600.0, 10.0 * interval()) if heartbeat and interval else 0.0
+    waiting_since: float | None = None
     with guard as interrupted:
         while not interrupted[0] and (deadline is None or time.monotonic() < deadline):
             if heartbeat:
@@ -218,14 +228,31 @@ def run_study(
             if finished + running >= n_trials:
                 if not heartbeat:  # a dead worker's trial would never be failed: do not wait
                     break
+                waiting_since = waiting_since or time.monotonic()
+                if waiting_since > 0 and time.monotonic() - waiting_since > patience:
+                    _warn_waiting(study)
+                    waiting_since = -1.0  # once per wait
                 time.sleep(poll_interval)  # the rest is reserved by running trials
                 continue
+            waiting_since = None
             study.optimize(guarded, n_trials=1, catch=(_SurplusTrial,), gc_after_trial=False)
         bar.update(finished_trials(study) - bar.n)
         bar.close()
     if interrupted[0]:
         raise KeyboardInterrupt
     return finished_trials(study) - before
+
+
+def _warn_waiting(study: optuna.Study) -> None:
+    # A worker killed while its sampler was proposing (before the objective's first heartbeat)
+    # leaves a RUNNING trial that no heartbeat check fails; say which, rather than wait silently.
+    held = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    logger.warning(
+        "still waiting for running trials %s, which hold the rest of the budget; a trial whose "
+        "worker died before its first heartbeat is never failed by the heartbeat check: stop this "
+        "worker and rerun with a larger --trials, or fail that trial in the storage",
+        held,
+    )
 
 
 def _progress(show: bool, total: int, initial: int) -> Any:

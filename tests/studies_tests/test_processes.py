@@ -126,3 +126,32 @@ def test_worker_on_sqlite_warns_when_another_worker_is_running(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "another worker is running trials on this SQLite file" in err
     assert "postgresql://" in err
+
+
+def test_a_trial_has_a_heartbeat_before_its_objective_starts(tmp_path, monkeypatch) -> None:
+    # Optuna's heartbeat thread beats a moment after the objective starts; a worker killed in
+    # between left a RUNNING trial with no beat, which no heartbeat check ever fails (a resumed
+    # worker then waited on it for ever). The worker itself beats before the objective runs.
+    import threading
+
+    from longrope_opt.studies import run_study
+
+    storage = make_storage(f"sqlite:///{tmp_path / 'beat.db'}", heartbeat_interval=60)
+    study = optuna.create_study(storage=storage, study_name="beat")
+    mine: list[int] = []
+    record = study._storage.record_heartbeat
+
+    def beat(trial_id: int) -> None:  # the heartbeat thread's beats are not counted
+        if threading.current_thread() is threading.main_thread():
+            mine.append(trial_id)
+        record(trial_id)
+
+    monkeypatch.setattr(study._storage, "record_heartbeat", beat)
+    started: list[bool] = []
+
+    def objective(trial: optuna.Trial) -> float:
+        started.append(trial._trial_id in mine)
+        return trial.suggest_float("x", 0.0, 1.0)
+
+    run_study(study, objective, n_trials=3, show_progress_bar=False)
+    assert started == [True, True, True]
