@@ -10,6 +10,7 @@ from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_space_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import check_output_file
 from longrope_opt.cli._common import evolution_kwargs
 from longrope_opt.cli._common import text_kwargs
 from longrope_opt.errors import InvalidArgumentError
@@ -153,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             f"`--samplers` must name at least one sampler (e.g. longrope,tpe), got {args.samplers!r}."
         )
     check_sampler_names(samplers)
+    check_output_file(args.html, flag="--html")  # before hours of studies, not after them
     for flag in ("budget", "seeds", "samples"):
         if getattr(args, flag) < 1:
             raise InvalidArgumentError(

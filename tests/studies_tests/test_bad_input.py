@@ -266,7 +266,13 @@ def test_outputs_are_checked_before_any_model_loads(env, tmp_path, capfd, monkey
     finetune = ["finetune", "--model", env["model"], "--corpus", env["corpus"], "--factors",
                 str(factors), "--steps", "1"]  # fmt: skip
     export = ["export", "--storage", env["storage"], "--study-name", "t"]
+    compare = ["compare", "--model", env["model"], "--corpus", env["corpus"], "--storage",
+               f"sqlite:///{tmp_path / 'cmp.db'}", "--samplers", "random", "--budget", "1"]
     cases = {
+        "compare's plot into a missing folder": ([*compare, "--html", str(tmp_path / "no/c.html")],
+                                                 "does not exist; create it first"),
+        "compare's plot onto a folder": ([*compare, "--html", str(tmp_path / "full")],
+                                         "is a directory; give a file name"),
         "eval into a missing folder": ([*evaluate, "--output", str(tmp_path / "no/sub/table")],
                                        "does not exist; create it first"),
         "finetune onto a file": ([*finetune, "-o", str(tmp_path / "file.json")],
