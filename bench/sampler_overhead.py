@@ -66,6 +66,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.trials < 1:
         parser.error(f"--trials must be >= 1, got {args.trials}")
+    operators = [o.strip() for o in args.operators.split(",") if o.strip()]
+    if not operators or set(operators) - {"paper", "adaptive"}:
+        parser.error(f"--operators must name paper and/or adaptive, got {args.operators!r}")
 
     import optuna
 
@@ -78,7 +81,7 @@ def main() -> None:
     space = SearchSpace(spec, 32768)
     target = np.sort(np.random.default_rng(0).uniform(1, 5, 32))
     runs = {} if args.no_random else {"random (Optuna)": lambda: optuna.samplers.RandomSampler(seed=0)}
-    for ops in args.operators.split(","):
+    for ops in operators:
         runs[f"longrope {ops}"] = lambda ops=ops: LongRoPESampler(
             space=space, seed=0, population_size=64, num_mutations=16, num_crossovers=16,
             num_parents=32, **({} if ops == "paper" else {"operators": ops}),

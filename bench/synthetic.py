@@ -62,16 +62,27 @@ def main() -> None:
     )
     parser.add_argument("--space", default="full", choices=["full", "critical"])
     args = parser.parse_args()
+    for flag in ("trials", "seeds"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be an integer >= 1, got {getattr(args, flag)}")
+    names = [s.strip() for s in args.samplers.split(",") if s.strip()]
 
     import optuna
 
     from longrope_opt import RopeSpec
+    from longrope_opt.errors import InvalidArgumentError
+    from longrope_opt.samplers import check_sampler_names
     from longrope_opt.space import SearchSpace
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec = RopeSpec(head_dim=64, base=1e5, original_length=8192)  # SmolLM2-135M
     space = SearchSpace(spec, 32768, n_hat=(0,), shape=args.space)
-    names = [s.strip() for s in args.samplers.split(",")]
+    try:
+        if not names:
+            raise InvalidArgumentError(f"--samplers must name at least one sampler, got {args.samplers!r}")
+        check_sampler_names(names)
+    except InvalidArgumentError as exc:
+        parser.error(str(exc))
     curves: dict[str, list[list[float]]] = {n: [] for n in names}
     cost: dict[str, list[float]] = {n: [] for n in names}
     for seed in range(args.seeds):
@@ -86,7 +97,7 @@ def main() -> None:
     ref = "longrope" if "longrope" in names else names[0]
     print(f"\nsynthetic: 32 λ, sorted-uniform target in [{space.low:g}, {space.high:g}], "
           f"{args.trials} trials, {args.seeds} seeds, space {args.space}")  # fmt: skip
-    print(f"{'sampler':<20}{'median best':>12}{'range':>22}{'trials to ' + ref:>22}{'ms/trial':>10}")
+    print(f"{'sampler':<20}{'median best':>12}{'range':>22}{' trials to ' + ref:>24}{'ms/trial':>10}")
     for name in names:
         finals = [c[-1] for c in curves[name]]
         reach = []
@@ -95,7 +106,7 @@ def main() -> None:
             reach.append(hit[0] + 1 if hit else None)
         shown = ",".join("-" if x is None else str(x) for x in reach)
         print(f"{name:<20}{np.median(finals):12.4f}   [{min(finals):8.4f}, {max(finals):8.4f}]"
-              f"{shown:>22}{np.mean(cost[name]) * 1e3:10.1f}")  # fmt: skip
+              f"{shown:>24}{np.mean(cost[name]) * 1e3:10.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -132,6 +132,8 @@ def parse() -> argparse.Namespace:
                       ("skip-tokens", 0)):  # fmt: skip  # (before the model loads)
         if (value := getattr(args, flag.replace("-", "_"))) < low:
             p.error(f"--{flag} must be an integer >= {low}, got {value}")
+    if not Path(args.out).expanduser().parent.is_dir():  # <out>.db, .json, .txt go there
+        p.error(f"--out: folder {str(Path(args.out).parent)!r} does not exist; create it first")
     if not args.studies or set(args.studies) - set(STUDIES):
         p.error(f"--studies must name some of {', '.join(STUDIES)} (comma-separated), got "
                 f"{args.studies!r}")  # fmt: skip

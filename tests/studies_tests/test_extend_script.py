@@ -168,6 +168,7 @@ def test_extend_script_runs_every_stage_and_resumes(tiny_model_dir, tmp_path) ->
         (cmd, ["--corpus", str(tmp_path / "nope")], "does not exist"),
         (prose, ["--dtype", "fp8"], "`dtype` must be one of"),
         (prose, ["--out", str(tmp_path / "none")], "--out: no table at"),
+        (cmd, ["--out", str(tmp_path / "no" / "x")], "does not exist; create it first"),
     ):  # a bad value reaching the library: one line and exit 2, not a traceback
         bad = subprocess.run(script + extra, cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr[-500:])
