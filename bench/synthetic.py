@@ -66,6 +66,8 @@ def main() -> None:
         if getattr(args, flag) < 1:
             parser.error(f"--{flag} must be an integer >= 1, got {getattr(args, flag)}")
     names = [s.strip() for s in args.samplers.split(",") if s.strip()]
+    if not names:
+        parser.error(f"--samplers must name at least one sampler, got {args.samplers!r}")
 
     import optuna
 
@@ -78,8 +80,6 @@ def main() -> None:
     spec = RopeSpec(head_dim=64, base=1e5, original_length=8192)  # SmolLM2-135M
     space = SearchSpace(spec, 32768, n_hat=(0,), shape=args.space)
     try:
-        if not names:
-            raise InvalidArgumentError(f"--samplers must name at least one sampler, got {args.samplers!r}")
         check_sampler_names(names)
     except InvalidArgumentError as exc:
         parser.error(str(exc))

@@ -20,7 +20,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
-def test_synthetic_prints_one_row_per_sampler_with_the_seeds_enqueued() -> None:
+def test_synthetic_prints_one_row_per_sampler() -> None:
     done = _run([*SYNTHETIC, "--trials", "12", "--seeds", "2", "--samplers", "longrope-adaptive,random"])
     assert done.returncode == 0, done.stderr[-500:]
     lines = done.stdout.strip().splitlines()
