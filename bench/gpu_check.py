@@ -25,7 +25,6 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 TOLERANCE = 0.01
 
 

@@ -22,13 +22,8 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def candidates(spec, length: int) -> list:

@@ -5,20 +5,40 @@ Prints ratios measured in this process (no absolute targets). Run: ``python benc
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
+
+from longrope_opt import RopeScaling
+from longrope_opt import RopeSpec
+from longrope_opt.patching import apply_rope_scaling
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+CONFIGS = {
+    "llama": transformers.LlamaConfig,
+    "mistral": transformers.MistralConfig,
+    "qwen2": transformers.Qwen2Config,
+    "phi3": transformers.Phi3Config,
+}
 
-from longrope_opt import RopeScaling  # noqa: E402
-from longrope_opt import RopeSpec  # noqa: E402
-from longrope_opt.patching import apply_rope_scaling  # noqa: E402
-from tests.conftest import build_tiny_model  # noqa: E402
+
+def tiny_model(family: str) -> torch.nn.Module:
+    """A random 2-layer, hidden-64 model of `family` (Phi-3 rotating half of each head)."""
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    extra = {}
+    if family == "phi3":
+        rope["partial_rotary_factor"] = 0.5
+        extra["original_max_position_embeddings"] = 64
+    config = CONFIGS[family](
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=2, vocab_size=128, max_position_embeddings=64, rope_parameters=rope,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        **extra,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
 
 
 def best_of(fn, repeat: int = 5) -> float:
@@ -34,7 +54,7 @@ def main() -> None:
     torch.set_num_threads(2)
     rows = []
     for family in ["llama", "mistral", "qwen2", "phi3"]:
-        model = build_tiny_model(family)
+        model = tiny_model(family)
         spec = RopeSpec.from_config(model.config)
         scalings = [RopeScaling(np.full(spec.n_factors, 1.0 + i / 100)) for i in range(10)]
         ids = torch.randint(3, 128, (1, 2048))

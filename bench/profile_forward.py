@@ -11,12 +11,7 @@ used (both cores should be busy in every phase).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

@@ -12,15 +12,11 @@ Optuna's `RandomSampler` in the same process (the storage's own cost per trial).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def measure(make, trials: int, space, target) -> tuple[np.ndarray, np.ndarray]:

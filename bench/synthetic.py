@@ -18,13 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def run(name: str, space, target: np.ndarray, trials: int, seed: int) -> tuple[list[float], float]:

@@ -1,13 +1,17 @@
-"""Throughput of 1 vs 4 `longrope-opt worker` processes on one PostgreSQL study (issue 7).
+"""Throughput of 1, 4 and 16 worker processes on each storage: trials/s and the sampler's cost.
 
-Starts a throwaway PostgreSQL server (.ci/postgres.sh), creates one study per run with
-`longrope-opt search --timeout 0` (a tiny random Llama saved to disk, its perplexity at
---length tokens as the objective), runs N workers until the study's total, and prints trials/s
-and the ratio to 1 worker, measured in this process. On this 2-core machine, more workers than
-cores share the CPU; the number that matters is that the budget and results stay exact.
+For each storage (a SQLite file, PostgreSQL, PostgreSQL behind Optuna's gRPC proxy started with
+`longrope-opt storage-server`, a journal file) and each objective (instant; one second of sleep,
+which stands for a GPU evaluation that leaves the CPU free), N processes run the LongRoPE sampler
+with claims and heartbeat on one study until its total. It prints trials/s (first trial start to
+last trial end, process start-up excluded), its ratio to 1 worker on the same storage, and the
+median milliseconds from a trial's start to its objective's start: the sampler's proposal with
+its claim and the storage reads it needs. A throwaway PostgreSQL server is started with
+.ci/postgres.sh. On a 2-core machine 16 processes share two cores: the instant objective measures
+contention, the 1-second one how close the storages come to N x 1 trial/s.
 
-    python bench/workers.py                 # 1 and 4 workers, 80 trials each
-    python bench/workers.py --trials 200 --length 2048
+    python bench/workers.py                               # everything (~15 min on 2 cores)
+    python bench/workers.py --storages sqlite,journal --workers 1,4 --trials 120
 """
 
 from __future__ import annotations
@@ -15,84 +19,165 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from longrope_opt import RopeSpec
+from longrope_opt.samplers import LongRoPESampler
+from longrope_opt.samplers import enqueue_seeds
+from longrope_opt.space import SearchSpace
+from longrope_opt.studies import make_storage
+from longrope_opt.studies import run_study
+
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+STORAGES = ["sqlite", "postgres", "grpc", "journal"]
+
+
+def _space():
+    return SearchSpace(RopeSpec(head_dim=64, base=10000.0, original_length=2048), 8192)
+
+
+def worker(url: str, name: str, total: int, sleep: float) -> None:
+    """One worker process: the LongRoPE sampler on a synthetic objective until the total."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    space = _space()
+    target = np.linspace(1.0, 4.0, space.spec.n_factors)
+    sampler = LongRoPESampler(space=space, population_size=16, num_mutations=8,
+                              num_crossovers=8, num_parents=8)  # fmt: skip
+    storage = make_storage(url, heartbeat_interval=30)
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                load_if_exists=True)  # fmt: skip
+    enqueue_seeds(study, sampler)
+
+    def objective(trial: optuna.Trial) -> float:
+        started = trial.datetime_start
+        ask = (time.time() - started.timestamp()) * 1e3 if started is not None else float("nan")
+        scaling = space.suggest(trial)
+        trial.set_user_attr("ask_ms", ask)
+        time.sleep(sleep)
+        return float(np.mean((scaling.factors - target) ** 2))
+
+    run_study(study, objective, n_trials=total, show_progress_bar=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if proc.poll() is not None:
+            raise SystemExit("storage-server exited before listening")
+        time.sleep(0.3)
+    raise SystemExit("storage-server did not start listening")
+
+
+def _measure(url: str, read_url: str, name: str, n: int, total: int, sleep: float) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, __file__, "--worker", url, name, str(total), str(sleep)]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=env) for _ in range(n)]
+    codes = [p.wait() for p in procs]
+    study = optuna.load_study(study_name=name, storage=read_url)
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    first = min(t.datetime_start for t in done if t.datetime_start is not None)
+    last = max(t.datetime_complete for t in done if t.datetime_complete is not None)
+    seconds = (last - first).total_seconds()
+    asks = [t.user_attrs["ask_ms"] for t in done if "ask_ms" in t.user_attrs]
+    return {"complete": len(done), "seconds": seconds, "rate": len(done) / seconds,
+            "ask_ms": statistics.median(asks), "codes": codes}  # fmt: skip
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=80)
-    parser.add_argument("--length", type=int, default=1024)
-    parser.add_argument("--workers", default="1,4")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[-2:]),
+    )  # fmt: skip
+    parser.add_argument("--storages", default=",".join(STORAGES), help="comma-separated")
+    parser.add_argument("--workers", default="1,4,16", help="comma-separated counts")
+    parser.add_argument("--trials", type=int, default=200, help="total with the instant objective")
+    parser.add_argument("--slow-trials", type=int, default=4, help="trials per worker, 1-s objective")
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import optuna
-    from optuna.trial import TrialState
-
-    from tests.conftest import save_tiny_model_dir
-    from tests.conftest import write_tiny_corpus
-
+    if args.worker:
+        url, name, total, sleep = args.worker
+        worker(url, name, int(total), float(sleep))
+        return
+    storages = args.storages.split(",")
+    unknown = [s for s in storages if s not in STORAGES]
+    if unknown:
+        parser.error(f"--storages must be among {','.join(STORAGES)}, got {unknown[0]!r}")
+    counts = [int(x) for x in args.workers.split(",")]
     work = Path(tempfile.mkdtemp(prefix="longrope-bench-"))
-    work.chmod(0o755)
-    model = save_tiny_model_dir(work / "model")
-    corpus = write_tiny_corpus(work / "corpus", n_docs=3, words=args.length + 50)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    pg = work / "pg"
-    url = subprocess.run(
-        ["bash", str(ROOT / ".ci/postgres.sh"), "start", str(pg), str(port)],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    cli = [sys.executable, "-m", "longrope_opt.cli"]
-    common = ["--dtype", "float32", "--no-fuse", "--heartbeat-interval", "5"]
+    work.chmod(0o755)  # the PostgreSQL server runs as `postgres` when we are root
+    pg_url = proxy = None
+    if {"postgres", "grpc"} & set(storages):
+        port = _free_port()
+        pg_url = subprocess.run(
+            ["bash", str(ROOT / ".ci/postgres.sh"), "start", str(work / "pg"), str(port)],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
     rows = []
     try:
-        for n in [int(x) for x in args.workers.split(",")]:
-            name = f"bench-{n}"
-            subprocess.run(
-                [*cli, "search", "--model", model, "--corpus", corpus, "--target-length",
-                 str(args.length), "--samples", "2", "--storage", url, "--study-name", name,
-                 "--n-trials", str(args.trials), "--timeout", "0", "--population-size", "8",
-                 "--num-mutations", "4", "--num-crossovers", "4", "--num-parents", "4", *common],
-                check=True, capture_output=True, cwd=ROOT,
-            )  # fmt: skip
-            start = time.perf_counter()
-            procs = [
-                subprocess.Popen(
-                    [*cli, "worker", "--storage", url, "--study-name", name, *common],
-                    cwd=ROOT,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    env={**os.environ, "OMP_NUM_THREADS": str(max(1, 2 // n))},
+        for kind in storages:
+            if kind == "grpc":
+                port = _free_port()
+                proxy = subprocess.Popen(
+                    [sys.executable, "-m", "longrope_opt.cli", "storage-server", "--storage",
+                     str(pg_url), "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
                 )  # fmt: skip
-                for _ in range(n)
-            ]
-            codes = [p.wait() for p in procs]
-            seconds = time.perf_counter() - start
-            study = optuna.load_study(study_name=name, storage=url)
-            complete = len(study.get_trials(states=(TrialState.COMPLETE,)))
-            rows.append((n, complete, seconds, codes))
+                _wait_listening(port, proxy)
+            for sleep in (0.0, 1.0):
+                for n in counts:
+                    name = f"bench-{kind}-{n}-{sleep}"
+                    total = args.trials if sleep == 0.0 else args.slow_trials * n
+                    if kind == "sqlite":
+                        url = read = f"sqlite:///{work / f'{name}.db'}"
+                        make_storage(url)  # the schema before n processes open the file
+                    elif kind == "journal":
+                        url = f"journal:///{work / f'{name}.log'}"
+                        read = make_storage(url)
+                    elif kind == "postgres":
+                        url = read = str(pg_url)
+                    else:
+                        url, read = f"grpc://127.0.0.1:{port}", str(pg_url)
+                    row = _measure(url, read, name, n, total, sleep)
+                    rows.append((kind, sleep, n, row))
+                    print(f"{kind} {sleep:.0f}s x{n}: {row}", file=sys.stderr, flush=True)
+            if proxy is not None:
+                proxy.terminate()
+                proxy.wait(timeout=30)
+                proxy = None
     finally:
-        subprocess.run(["bash", str(ROOT / ".ci/postgres.sh"), "stop", str(pg)], check=False)
-    base = rows[0][1] / rows[0][2]
-    print(
-        f"tiny Llama, perplexity of 2 x {args.length} tokens per trial, PostgreSQL, "
-        f"{os.cpu_count()} CPU cores; wall time includes process start-up"
-    )
-    print(
-        f"{'workers':>8} {'complete':>9} {'seconds':>8} {'trials/s':>9} {'ratio':>6}  exit codes"
-    )
-    for n, complete, seconds, codes in rows:
-        rate = complete / seconds
-        print(f"{n:>8} {complete:>9} {seconds:>8.1f} {rate:>9.2f} {rate / base:>6.2f}  {codes}")
+        if proxy is not None:
+            proxy.terminate()
+        if pg_url:
+            subprocess.run(["bash", str(ROOT / ".ci/postgres.sh"), "stop", str(work / "pg")],
+                           check=False, capture_output=True)  # fmt: skip
+    print(f"LongRoPE sampler (population 16), synthetic objective, {os.cpu_count()} CPU cores; "
+          "trials/s from first trial start to last trial end")  # fmt: skip
+    print(f"{'storage':>9} {'objective':>9} {'workers':>7} {'trials':>6} {'trials/s':>9} "
+          f"{'x 1 worker':>10} {'ask ms':>7}  exit codes")  # fmt: skip
+    base: dict[tuple[str, float], float] = {}
+    for kind, sleep, n, row in rows:
+        base.setdefault((kind, sleep), row["rate"])
+        label = "instant" if sleep == 0.0 else "1 s"
+        print(f"{kind:>9} {label:>9} {n:>7} {row['complete']:>6} {row['rate']:>9.2f} "
+              f"{row['rate'] / base[(kind, sleep)]:>10.2f} {row['ask_ms']:>7.1f}  {row['codes']}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ them) with every objective variant, in one process, and prints each variant's co
 and Spearman ρ against the reference: full-length perplexity on documents the search does not use
 (and, for the needle variants, against the full-length needle loss too).
 
-    python bench/proxy.py                       # 16k, 24 candidates (≈ 70 min on 2 cores)
-    python bench/proxy.py --length 32768        # 4x: the reference alone is ≈ 2 min a candidate
+    python experiments/proxy.py                       # 16k, 24 candidates (≈ 70 min on 2 cores)
+    python experiments/proxy.py --length 32768        # 4x: the reference alone is ≈ 2 min a candidate
 
-Results go to bench/results/proxy-<length>.jsonl, one line per (candidate, variant); a rerun
+Results go to experiments/results/proxy-<length>.jsonl, one line per (candidate, variant); a rerun
 skips what is there (resumable), so an interrupted run continues where it stopped.
 """
 
@@ -27,7 +27,6 @@ import numpy as np
 
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def candidates(spec, length: int, n: int, seed: int) -> list:

@@ -6,9 +6,9 @@ perplexity at the comparison's target on `--held-out` documents that none of the
 searched on, in one process. Prints per-document perplexities and each candidate's paired
 difference in log perplexity against the best seed (mean over documents, and its range).
 
-    python bench/compare_check.py --storage sqlite:///bench/results/compare.db \
+    python experiments/compare_check.py --storage sqlite:///bench/results/compare.db \
         --prefix compare-smollm2-135m-16384-skip
-    python bench/compare_check.py --storage sqlite:///bench/results/compare-seeded-16k.db \
+    python experiments/compare_check.py --storage sqlite:///bench/results/compare-seeded-16k.db \
         --prefix compare-smollm2-135m-16384-truncate-critical-seeded --held-out 2
 """
 
@@ -22,10 +22,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
@@ -44,6 +40,7 @@ def main() -> None:
     from longrope_opt.objectives import evaluate_perplexity
     from longrope_opt.studies import SearchConfig
     from longrope_opt.studies import best_scaling
+    from longrope_opt.studies import record
     from longrope_opt.studies import space_of_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -60,7 +57,7 @@ def main() -> None:
     for name in names:
         study = optuna.load_study(study_name=name, storage=args.storage)
         config = config or SearchConfig.from_study(study)
-        searched |= set(study.user_attrs.get("provenance", {}).get("doc_ids", []))
+        searched |= set(record.read_provenance(study).get("doc_ids", []))
         scaling, trial = best_scaling(study)
         sampler = name.split("/")[1]
         if sampler not in rows or trial.value < rows[sampler][0]:
