@@ -8,28 +8,28 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy.exc
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.errors import LongRopeOptError
+from longrope_opt.errors import StorageError
+from longrope_opt.studies._remote import connect_grpc
+from longrope_opt.studies._remote import open_journal
 
 
 DEFAULT_STORAGE = "sqlite:///longrope.db"
 ENV_STORAGE = "LONGROPE_OPT_STORAGE"
-_SCHEMES = ("sqlite", "postgresql", "mysql")
+_SCHEMES = ("sqlite", "postgresql", "mysql", "grpc", "journal")
 
 
-class StorageError(LongRopeOptError, ConnectionError):
-    """The database cannot be reached or opened."""
-
-
-def resolve_storage_url(flag: str | None = None) -> str:
-    """The storage URL to use: the flag, else ``$LONGROPE_OPT_STORAGE``, else the default."""
-    url = flag or os.environ.get(ENV_STORAGE) or DEFAULT_STORAGE
+def resolve_storage_url(url: str | None = None) -> str:
+    """The storage URL to use: `url`, else ``$LONGROPE_OPT_STORAGE``, else the default."""
+    url = url or os.environ.get(ENV_STORAGE) or DEFAULT_STORAGE
     scheme = url.split(":", 1)[0].split("+", 1)[0]
     if "://" not in url or scheme not in _SCHEMES:
         raise InvalidArgumentError(
-            f"`storage` must be a database URL such as sqlite:///longrope.db or "
-            f"postgresql://user@host/db (schemes: {', '.join(_SCHEMES)}), got {url!r}."
+            f"`storage` must be a storage URL such as sqlite:///longrope.db, "
+            f"postgresql://user@host/db, grpc://host:port or journal:///path/study.log "
+            f"(schemes: {', '.join(_SCHEMES)}), got {url!r}."
         )
     return url
 
@@ -69,6 +69,29 @@ def _serialize_sqlite(engine: Any) -> None:
     engine.dispose()  # connections opened while creating the schema get the listeners too
 
 
+# PostgreSQL's codes for a schema object another session created first: duplicate_object (an
+# enum type such as ``studydirection``), duplicate_table, unique_violation (alembic's version row).
+_SCHEMA_RACE_CODES = ("42710", "42P07", "23505")
+
+
+def _open_rdb(url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    """`RDBStorage`, opened again when another process was creating the schema at that moment.
+
+    Workers started together on a new database each find no schema and each create it; all but
+    one fail on an object the first one made (SQLite: the alembic version row; PostgreSQL: an
+    enum type or a table). The schema then exists, so opening again succeeds.
+    """
+    for attempt in range(4):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
+            duplicate = getattr(exc.orig, "pgcode", None) in _SCHEMA_RACE_CODES
+            if not (duplicate or isinstance(exc, sqlalchemy.exc.IntegrityError)):
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a SQLite URL (None for another database, or for in-memory SQLite)."""
     if not url.startswith("sqlite"):
@@ -81,8 +104,11 @@ def sqlite_path(url: str) -> Path | None:
 
 def make_storage(
     url: str, *, heartbeat_interval: int | None = None, must_exist: bool = False
-) -> optuna.storages.RDBStorage:
-    """An `RDBStorage` for `url`, with a patient SQLite lock and optional trial heartbeat.
+) -> optuna.storages.BaseStorage:
+    """The storage `url` names, with an optional trial heartbeat: an `RDBStorage` (SQLite with a
+    patient lock, PostgreSQL, MySQL), Optuna's gRPC proxy client (``grpc://host:port``, see
+    `longrope-opt storage-server`) or a journal file (``journal:///path.log``; four slashes for
+    an absolute path), the last two as `longrope_opt.studies._remote` makes them.
 
     With a heartbeat, a trial whose process died is failed after ``2 × interval`` seconds and its
     parameters re-queued once (Optuna's `RetryHeartbeatStaleTrialCallback`).
@@ -100,16 +126,21 @@ def make_storage(
     """
     if heartbeat_interval is not None and heartbeat_interval < 0:
         raise InvalidArgumentError(
-            f"`--heartbeat-interval` must be >= 0 seconds (0 = off), got {heartbeat_interval}."
+            f"`heartbeat_interval` must be >= 0 seconds (0 = off), got {heartbeat_interval}."
         )
     if url.startswith("sqlite") and sqlite_path(url) is None:
         raise InvalidArgumentError(
-            f"`--storage` {url!r} is an in-memory database: its studies would vanish when this "
+            f"`storage` {url!r} is an in-memory database: its studies would vanish when this "
             "process ends; give a file, e.g. sqlite:///longrope.db."
         )
+    if url.startswith("grpc"):
+        return connect_grpc(url, heartbeat_interval=heartbeat_interval or None)
+    if url.startswith("journal"):
+        return open_journal(url, heartbeat_interval=heartbeat_interval or None,
+                            must_exist=must_exist)  # fmt: skip
     path = sqlite_path(url)
     if must_exist and path is not None and not path.is_file():
-        raise StorageError(f"`--storage` file {str(path)!r} does not exist (nothing to read).")
+        raise StorageError(f"`storage` file {str(path)!r} does not exist (nothing to read).")
     url = _with_postgres_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
@@ -125,16 +156,8 @@ def make_storage(
                 max_retry=1
             ),
         }
-    import sqlalchemy.exc
-
     try:
-        try:
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
-        except sqlalchemy.exc.IntegrityError:
-            # Another process created the schema at the same moment (both inserted the alembic
-            # version row); the schema now exists, so opening again succeeds.
-            time.sleep(0.5)
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        storage = _open_rdb(url, engine_kwargs, kwargs)
         if url.startswith("sqlite"):
             _serialize_sqlite(storage.engine)
         return storage

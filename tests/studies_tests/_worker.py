@@ -1,8 +1,9 @@
 """A search process for the process-level tests: a cheap synthetic objective on a real SQLite file.
 
-    python -m tests.studies_tests._worker STORAGE STUDY N_TRIALS SEED SLEEP [HANG_FROM]
+    python -m tests.studies_tests._worker STORAGE STUDY N_TRIALS SEED SLEEP [HANG_FROM [HEARTBEAT]]
 Each trial sleeps SLEEP seconds and records its pid; trials numbered HANG_FROM or more hang for a
 minute after suggesting their candidate, so a test can kill the process mid-evaluation.
+HEARTBEAT is the trial heartbeat's interval in seconds (default 1).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def main() -> None:
         float(sys.argv[5]),
     )
     hang_from = int(sys.argv[6]) if len(sys.argv) > 6 else 10**9
+    heartbeat = int(sys.argv[7]) if len(sys.argv) > 7 else 1
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = make_storage(url, heartbeat_interval=1)
+    storage = make_storage(url, heartbeat_interval=heartbeat)
     sampler = LongRoPESampler(
         space=SPACE, population_size=8, num_mutations=3, num_crossovers=3, num_parents=4, seed=seed
     )

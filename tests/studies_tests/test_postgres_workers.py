@@ -21,7 +21,7 @@ from tests.studies_tests.test_processes import _candidate
 from tests.studies_tests.test_processes import _start
 
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # worker processes end to end (~100 s)
 ROOT = Path(__file__).resolve().parents[2]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 P, N1, N2, K = 8, 4, 4, 4
@@ -56,7 +56,9 @@ def test_four_workers_share_one_budget_exactly(tiny_model_dir, tiny_corpus, post
     assert len(complete) == total
     candidates = [_candidate(t) for t in complete]
     assert len(set(candidates)) == total  # no candidate evaluated twice
-    assert sum(t.user_attrs.get("seed") is not None for t in complete) == 3
+    seeds = [t.user_attrs["seed"] for t in complete if "seed" in t.user_attrs]
+    assert len(seeds) == len(set(seeds))  # each seed measured once
+    assert {"pi", "ntk", "yarn"} <= set(seeds)
     # Generation bookkeeping. A trial that never reached the sampler (two workers passed the
     # budget check together; the later one's trial fails as surplus without sampling) opens no
     # generation; every other trial is tagged, no generation is over its capacity, and the
@@ -117,3 +119,35 @@ def test_sigkill_a_worker_three_times(postgres_url) -> None:
         retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == number]
         assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
         assert retried[0].params == stale.params
+
+
+_OPEN_AT = """
+import sys, time
+from longrope_opt.studies import make_storage
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # every process opens at the same moment
+make_storage(sys.argv[1], heartbeat_interval=2)
+"""
+
+
+def test_workers_opening_a_new_database_together_all_start(postgres_url) -> None:
+    # Each finds no schema and creates it; all but one then fail on an enum type or a table the
+    # first one made, unless the storage is opened again once the schema exists.
+    import psycopg2
+
+    db = f"fresh_{os.getpid()}_{time.monotonic_ns()}"
+    server = postgres_url.replace("postgresql+psycopg2://", "postgresql://").rsplit("/", 1)[0]
+    admin = psycopg2.connect(f"{server}/postgres")
+    admin.autocommit = True  # CREATE DATABASE refuses to run in a transaction
+    admin.cursor().execute(f"CREATE DATABASE {db}")
+    try:
+        at = str(time.time() + 8.0)  # after every process has imported the package
+        procs = [
+            subprocess.Popen([sys.executable, "-c", _OPEN_AT, f"{server}/{db}", at], cwd=ROOT,
+                             stderr=subprocess.PIPE, text=True)
+            for _ in range(8)
+        ]  # fmt: skip
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 8, [e[-400:] for e in errors if e]
+    finally:
+        admin.cursor().execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        admin.close()

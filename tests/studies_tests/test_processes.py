@@ -25,7 +25,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _start(
-    url: str, name: str, n_trials: int, seed: int, sleep: float, hang_from: int = 10**9
+    url: str, name: str, n_trials: int, seed: int, sleep: float, hang_from: int = 10**9,
+    heartbeat: int = 1, log: Path | None = None,
 ) -> subprocess.Popen:
     cmd = [
         sys.executable,
@@ -37,8 +38,10 @@ def _start(
         str(seed),
         str(sleep),
         str(hang_from),
+        str(heartbeat),
     ]
-    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    err = None if log is None else log.open("a")  # a file, not a pipe: a full pipe blocks it
+    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=err)
 
 
 def _load(url: str, name: str) -> optuna.Study:

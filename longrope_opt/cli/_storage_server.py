@@ -1,0 +1,63 @@
+"""`longrope-opt storage-server`: Optuna's gRPC storage proxy in front of a database, for fleets of
+workers (`optuna.storages.run_grpc_proxy_server`; this command only opens the storage)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
+from longrope_opt.errors import InvalidArgumentError
+
+
+EXAMPLES = """examples:
+  # the proxy in front of PostgreSQL; workers then connect to it instead of to the database
+  longrope-opt storage-server --storage postgresql://user@db-host/longrope --host 0.0.0.0 --port 13000
+  longrope-opt worker --storage grpc://proxy-host:13000 --study-name smol-128k
+  # in front of a journal file on a shared file system
+  longrope-opt storage-server --storage journal:////shared/longrope.log --port 13000
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    parser = add_subcommand(
+        sub,
+        "storage-server",
+        summary="serve a storage to many workers through Optuna's gRPC proxy",
+        description="Run Optuna's gRPC storage proxy in front of a database (or a journal file): "
+        "workers connect to it with `--storage grpc://HOST:PORT` instead of each holding "
+        "connections to the database. Stop it with Ctrl-C; workers wait for it to come back.",
+        examples=EXAMPLES,
+    )
+    add_storage_flag(parser)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")  # fmt: skip
+    parser.add_argument("--port", type=int, default=13000, help="port (default 13000)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # on use: `--help` and bad input stay light (torch loads in seconds)
+    import optuna
+
+    from longrope_opt.studies import make_storage  # on use, as above: it imports the models
+    from longrope_opt.studies import resolve_storage_url
+
+    if not 0 < args.port < 65536:
+        raise InvalidArgumentError(f"`--port` must be in [1, 65535], got {args.port}.")
+    url = resolve_storage_url(args.storage)
+    if url.startswith("grpc"):
+        raise InvalidArgumentError(
+            f"`--storage` must be a database or a journal file to serve, got the proxy {url!r}."
+        )
+    # Optuna's cache in front of an RDB, as its documentation advises for the proxy.
+    storage = optuna.storages.get_storage(make_storage(url))
+    print(f"serving {url} on {args.host}:{args.port}; workers: --storage grpc://{args.host}:"
+          f"{args.port}", flush=True)  # fmt: skip
+    try:
+        optuna.storages.run_grpc_proxy_server(storage, host=args.host, port=args.port)
+    except KeyboardInterrupt:
+        print("storage server stopped", flush=True)
+    return 0
