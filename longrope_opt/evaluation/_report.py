@@ -1,0 +1,214 @@
+"""A validation's statistics and verdicts, as text, CSV and JSON.
+
+Each length's reference is its best classic row (lowest mean log perplexity over the documents).
+Every other row is paired with it: perplexity document by document (ratio = exp of the mean
+Δ log ppl, 95 % paired bootstrap interval over documents), passkeys prompt by prompt (exact sign
+test on the prompts only one of the two retrieves). A candidate's verdict:
+
+* **dominates**: lower perplexity at every length (the whole interval below 1) and retrieval not
+  worse at any;
+* **better perplexity but worse retrieval**: lower perplexity, but a retrieval loss somewhere;
+* **worse**: higher perplexity at some length (interval above 1), or a retrieval loss without a
+  perplexity gain;
+* **not distinguishable**: anything else.
+
+A retrieval loss is more misses than wins against the reference with sign-test p ≤ 0.2, not
+0.05: 20 keys cannot show a real loss at 0.05 unless it is large, and shipping a model that
+reads worse costs more than rejecting one that does not.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from longrope_opt.evaluation._stats import paired_bootstrap
+from longrope_opt.evaluation._stats import sign_test
+from longrope_opt.evaluation._stats import wilson
+from longrope_opt.evaluation._validate import Validation
+
+
+VERDICTS = ("dominates", "better perplexity but worse retrieval", "not distinguishable", "worse")
+#: A retrieval loss is significant at this sign-test p (see the module docstring).
+RETRIEVAL_ALPHA = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class RowStats:
+    """One row at one length, against the length's reference row.
+
+    Attributes:
+        ppl: Geometric mean perplexity over the documents.
+        ratio: exp(mean Δ log ppl) against the reference.
+        interval: 95 % bootstrap interval of the ratio (None for the reference itself).
+        diffs: Δ log ppl per document.
+        retrieved: Prompts retrieved, of `keys`.
+        keys: Passkey prompts (0: none run).
+        wilson: 95 % Wilson interval of the retrieval rate.
+        wins: Prompts only this row retrieves (b).
+        losses: Prompts only the reference retrieves (c).
+        p: Exact sign-test p of wins vs losses.
+        paths: Compute paths its numbers came from.
+    """
+
+    ppl: float
+    ratio: float
+    interval: tuple[float, float] | None
+    diffs: list[float]
+    retrieved: int
+    keys: int
+    wilson: tuple[float, float] | None
+    wins: int
+    losses: int
+    p: float
+    paths: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """Statistics of a `Validation`: ``stats[length][row]``, the reference per length, and one
+    verdict (with its reason) per candidate."""
+
+    validation: Validation
+    reference: dict[int, str]
+    stats: dict[int, dict[str, RowStats]]
+    verdicts: dict[str, tuple[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the raw numbers and the statistics."""
+        return {
+            "validation": self.validation.to_dict(),
+            "reference": {str(n): r for n, r in self.reference.items()},
+            "stats": {str(n): {r: dataclasses.asdict(s) for r, s in rows.items()}
+                      for n, rows in self.stats.items()},  # fmt: skip
+            "verdicts": {r: {"verdict": v, "why": why} for r, (v, why) in self.verdicts.items()},
+        }
+
+
+def summarize(validation: Validation, *, resamples: int = 4000, seed: int = 0) -> Summary:
+    """Pair every row with the best classic row at each length and judge the candidates."""
+    v = validation
+    reference: dict[int, str] = {}
+    stats: dict[int, dict[str, RowStats]] = {}
+    for n in v.lengths:
+        logs = {r: np.log(v.ppl[n][r]) for r in v.rows}
+        classic = v.classic or v.rows
+        best = min(classic, key=lambda r: (float(logs[r].mean()), classic.index(r)))
+        reference[n] = best
+        ref_keys = v.passkey[n][best]
+        stats[n] = {}
+        for r in v.rows:
+            diffs = logs[r] - logs[best]
+            interval = None
+            if r != best:
+                lo, hi = paired_bootstrap(diffs, seed=seed, resamples=resamples)
+                interval = (math.exp(lo), math.exp(hi))
+            mine = v.passkey[n][r]
+            wins = sum(m and not t for m, t in zip(mine, ref_keys))
+            losses = sum(t and not m for m, t in zip(mine, ref_keys))
+            stats[n][r] = RowStats(
+                ppl=float(math.exp(logs[r].mean())), ratio=float(math.exp(diffs.mean())),
+                interval=interval, diffs=[float(d) for d in diffs], retrieved=sum(mine),
+                keys=len(mine), wilson=wilson(sum(mine), len(mine)) if mine else None,
+                wins=wins, losses=losses, p=sign_test(wins, losses), paths=v.paths[n][r],
+            )  # fmt: skip
+    verdicts = {r: _verdict(r, v.lengths, stats, reference) for r in v.rows if r not in v.classic}
+    return Summary(v, reference, stats, verdicts)
+
+
+def _verdict(
+    row: str, lengths: list[int], stats: dict[int, dict[str, RowStats]], reference: dict[int, str]
+) -> tuple[str, str]:
+    better, worse, lost, parts = True, False, False, []
+    for n in lengths:
+        s, ref = stats[n][row], reference[n]
+        if s.interval is None:  # the candidate is the reference (a classic row can not be)
+            better = False
+            parts.append(f"{n}: is the reference")
+            continue
+        lo, hi = s.interval
+        better &= hi < 1.0
+        worse |= lo > 1.0
+        part = f"{n}: ppl {s.ratio:.3f}x {ref} [{lo:.3f}, {hi:.3f}]"
+        if s.keys:
+            r = stats[n][ref]
+            loss = s.losses > s.wins and s.p <= RETRIEVAL_ALPHA
+            lost |= loss
+            part += (f", passkey {s.retrieved}/{s.keys} vs {r.retrieved}/{r.keys} "
+                     f"(+{s.wins} -{s.losses}, p {s.p:.3f})")  # fmt: skip
+        parts.append(part)
+    if better and not lost:
+        verdict = "dominates"
+    elif better:
+        verdict = "better perplexity but worse retrieval"
+    elif worse or lost:
+        verdict = "worse"
+    else:
+        verdict = "not distinguishable"
+    return verdict, "; ".join(parts)
+
+
+def format_summary(summary: Summary) -> str:
+    """The tables (one per length) and the verdicts, as printed by `longrope-opt validate`."""
+    v, out = summary.validation, []
+    width = max(14, *(len(r) + 2 for r in v.rows))
+    for n in v.lengths:
+        ref = summary.reference[n]
+        out.append(f"{n} tokens: {len(v.documents)} documents {v.documents}; "
+                   f"{v.keys} passkeys (seed {v.passkey_seed}); reference: {ref} (best classic)")  # fmt: skip
+        out.append(f"{'row':<{width}}{'ppl':>9}{'ratio':>8}{'95 % CI':>18}  "
+                   f"{'Δ log ppl per document':<{8 * len(v.documents)}}"
+                   f"{'passkey':>9}{'Wilson 95 %':>14}{'vs ' + ref:>22}")  # fmt: skip
+        for r in v.rows:
+            s = summary.stats[n][r]
+            ci = f"[{s.interval[0]:.3f}, {s.interval[1]:.3f}]" if s.interval else "—"
+            docs = "".join(f"{d:+8.3f}" for d in s.diffs)
+            line = f"{r:<{width}}{s.ppl:9.3f}{s.ratio:8.3f}{ci:>18}  {docs}"
+            if s.keys:
+                w = s.wilson or (0.0, 0.0)
+                pair = "—" if r == ref else f"+{s.wins} -{s.losses} p {s.p:.3f}"
+                line += f"{s.retrieved:>6}/{s.keys:<3}[{w[0]:4.0%}, {w[1]:4.0%}]{pair:>22}"
+            out.append(line)
+        mixed = {r: p for r, p in v.paths[n].items() if p != [v.path]}
+        if mixed:
+            out.append(f"compute paths: this run {v.path}; from the store: "
+                       + "; ".join(f"{r} {'+'.join(p)}" for r, p in mixed.items()))  # fmt: skip
+        out.append("")
+    out.append(f"ppl: geometric mean over documents; ratio: exp(mean Δ log ppl) vs the reference, "
+               f"95 % paired bootstrap over documents; passkey: retrieved/keys, paired with the "
+               f"reference on the same prompts (exact sign test; a loss at p <= {RETRIEVAL_ALPHA}).")  # fmt: skip
+    for r, (verdict, why) in summary.verdicts.items():
+        source = v.sources.get(r, "")
+        out.append(f"verdict {r}: {verdict} — {why}" + (f"  [{source}]" if source else ""))
+    return "\n".join(out)
+
+
+def summary_csv(summary: Summary) -> str:
+    """One line per (length, row)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["length", "row", "classic", "reference", "ppl", "ratio", "ci_low", "ci_high",
+                "retrieved", "keys", "wilson_low", "wilson_high", "wins", "losses", "p",
+                "paths", "verdict"])  # fmt: skip
+    v = summary.validation
+    for n in v.lengths:
+        for r in v.rows:
+            s = summary.stats[n][r]
+            lo, hi = s.interval or ("", "")
+            wl, wh = s.wilson or ("", "")
+            w.writerow([n, r, r in v.classic, summary.reference[n], f"{s.ppl:.6g}",
+                        f"{s.ratio:.6g}", lo, hi, s.retrieved, s.keys, wl, wh, s.wins, s.losses,
+                        f"{s.p:.6g}", "+".join(s.paths),
+                        summary.verdicts.get(r, ("",))[0]])  # fmt: skip
+    return buf.getvalue()
+
+
+def summary_json(summary: Summary) -> str:
+    """Everything (raw numbers, statistics, verdicts) as JSON."""
+    return json.dumps(summary.to_dict(), indent=1) + "\n"

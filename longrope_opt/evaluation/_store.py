@@ -1,0 +1,120 @@
+"""Measurements kept as they are made, keyed by what they measured, in the Optuna storage.
+
+A validation table is hours of forwards on a CPU. Each measurement (one document's perplexity,
+one passkey prompt's outcome) is written to the storage the moment it exists, under a key made of
+what it measured: the model (a fingerprint of its weights and RoPE, not its name or dtype), the
+content (token hash), the length, and the scaling (λ, n̂, t). So a rerun measures nothing twice,
+an interruption loses one forward at most, adding a row or a document measures only what is new,
+and a classic row's passkeys, which do not depend on the corpus, serve every table.
+
+The store is the user attrs of one study of the storage (`STORE_STUDY`): every storage Optuna
+supports works (SQLite, PostgreSQL, journal, gRPC proxy), each write is one row, and workers on
+other machines share it. A record is kept per compute path (``float32``, ``bf16-fp32attn``, …):
+the same measurement made two ways differs at the precision of the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import numpy as np
+import optuna
+import torch
+
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+
+
+#: The study whose user attrs hold the measurements.
+STORE_STUDY = "longrope_opt:measurements"
+
+
+def model_fingerprint(model: Any) -> str:
+    """A short id of a model's weights and RoPE, the same whatever its dtype or device.
+
+    Made of its RoPE spec, its rope parameters and the first 256 rows of its input embedding
+    rounded to bfloat16 (so a float32 and a bfloat16 load of one checkpoint agree, and another
+    checkpoint of the same architecture does not).
+    """
+
+    spec = RopeSpec.from_config(model.config)
+    rope = getattr(model.config, "rope_parameters", None) or getattr(
+        model.config, "rope_scaling", None
+    )
+    head = [model.config.model_type, spec.head_dim, spec.base, spec.original_length,
+            spec.rotary_dim, json.dumps(rope, sort_keys=True, default=str)]  # fmt: skip
+    rows = model.get_input_embeddings().weight[:256].detach().to("cpu", torch.bfloat16)
+    h = hashlib.sha256(json.dumps(head).encode())
+    h.update(rows.float().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def tokens_hash(ids: Any) -> str:
+    """Fingerprint of a token sequence (a tensor or a list of ints)."""
+    array = np.asarray(ids.tolist() if hasattr(ids, "tolist") else ids, dtype=np.int64)
+    return hashlib.sha256(array.tobytes()).hexdigest()[:16]
+
+
+def scaling_identity(scaling: RopeScaling | None) -> Any:
+    """What makes two scalings the same measurement (JSON-ready; None: the model as it is)."""
+    if scaling is None:
+        return None
+    return {
+        "factors": [float(x) for x in np.asarray(scaling.factors, dtype=np.float64)],
+        "n_hat": int(scaling.n_hat),
+        "attention_scale": float(scaling.attention_scale),
+    }
+
+
+def measurement_key(kind: str, model: str, content: str, length: int, scaling: Any) -> str:
+    """The store key of one measurement (``kind:digest``)."""
+    what = [kind, model, content, int(length), scaling_identity(scaling)]
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
+    return f"{kind}:{digest}"
+
+
+class MeasurementStore:
+    """Measurements in an Optuna storage (see the module docstring).
+
+    Args:
+        storage: An Optuna storage or URL.
+        path: The compute path of this process's measurements (e.g. ``"float32"``).
+        reuse_other_paths: Use a record made on another compute path when this path has none
+            (the table says so); False measures again on this path.
+    """
+
+    def __init__(self, storage: Any, *, path: str, reuse_other_paths: bool = True) -> None:
+        self._study = optuna.create_study(
+            storage=storage, study_name=STORE_STUDY, load_if_exists=True
+        )
+        self._records: dict[str, dict[str, Any]] = dict(self._study.user_attrs)
+        self.path = path
+        self.reuse_other_paths = reuse_other_paths
+
+    def get(self, key: str) -> tuple[Any, str] | None:
+        """``(value, path it was measured on)``, preferring this process's path, or None."""
+        by_path = self._records.get(key) or {}
+        if self.path in by_path:
+            return by_path[self.path]["value"], self.path
+        if self.reuse_other_paths and by_path:
+            other = sorted(by_path)[0]
+            return by_path[other]["value"], other
+        return None
+
+    def put(self, key: str, value: Any, *, seconds: float | None = None, **extra: Any) -> None:
+        """Store `value` (JSON-ready) for this process's path, at once."""
+        by_path = dict(self._study.user_attrs.get(key) or {})  # another worker's paths kept
+        by_path[self.path] = {
+            "value": value,
+            "seconds": None if seconds is None else round(float(seconds), 3),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **extra,
+        }
+        self._study.set_user_attr(key, by_path)
+        self._records[key] = by_path
+
+    def __len__(self) -> int:
+        return len(self._records)

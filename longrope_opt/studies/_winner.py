@@ -1,0 +1,115 @@
+"""Which trial a study exports, by which rule: the retrieval guard's pick, else the re-rank's,
+else the best value. Every rule honours the study's direction."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import optuna
+from optuna.trial import FrozenTrial
+from optuna.trial import TrialState
+
+from longrope_opt import record
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope import RopeScaling
+from longrope_opt.studies._space import space_of_study
+
+
+def better_first(study: optuna.Study) -> float:
+    """1 for a study that minimizes, -1 for one that maximizes: ``sorted(key=sign * value)``
+    puts the best first either way."""
+    return 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+
+
+def ranked_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Complete trials with a finite value, best first (ties: the earlier trial)."""
+    sign = better_first(study)
+    complete = [
+        t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.value is not None and math.isfinite(t.value)
+    ]  # fmt: skip
+    return sorted(complete, key=lambda t: (sign * float(t.value), t.number))  # type: ignore[arg-type]
+
+
+def reranked_order(study: optuna.Study) -> list[FrozenTrial]:
+    """The re-ranked trials, best re-ranked value first (empty when not re-ranked)."""
+    sign = better_first(study)
+    values = {n: v for n, v in record.read_rerank(study).items() if math.isfinite(v)}
+    trials = study.get_trials(deepcopy=False)
+    return [trials[n] for n in sorted(values, key=lambda n: (sign * values[n], n))]
+
+
+def reranked_best(study: optuna.Study) -> tuple[RopeScaling, FrozenTrial] | None:
+    """The re-ranked winner (best finite re-ranked value), or None if the study was not
+    re-ranked."""
+    order = reranked_order(study)
+    if not order:
+        return None
+    return space_of_study(study, order[0]).to_scaling(order[0].params), order[0]
+
+
+def guarded_trial(study: optuna.Study) -> FrozenTrial | None:
+    """The retrieval guard's winner (None when no guard decided)."""
+    winner = record.read_guard(study).get("winner")
+    return None if winner is None else study.get_trials(deepcopy=False)[int(winner)]
+
+
+def best_seed(study: optuna.Study) -> FrozenTrial:
+    """The study's best complete seed trial (user attr ``seed``: PI, NTK, YaRN, YaRN-cd, ...)."""
+    seeds = [t for t in ranked_trials(study) if t.user_attrs.get("seed")]
+    if not seeds:
+        raise InvalidArgumentError(
+            f"study {study.study_name!r} has no completed seed trial to compare with."
+        )
+    return seeds[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Winner:
+    """The trial a study exports, and the rule that chose it.
+
+    Attributes:
+        scaling: Its `RopeScaling`, exactly as the objective evaluated it (absolute factors).
+        trial: The trial.
+        rule: ``"guarded"`` (the retrieval guard's pick, `guard_study`), ``"re-ranked"`` (best
+            at full fidelity, `rerank_study`) or ``"best"`` (the study's best value).
+    """
+
+    scaling: RopeScaling
+    trial: FrozenTrial
+    rule: str
+
+
+def study_winner(study: optuna.Study) -> Winner:
+    """The trial to export: the guarded winner when the study ran the retrieval guard, else the
+    re-ranked winner when it was re-ranked, else the best trial (in the study's direction).
+
+    The study's own `SearchSpace` converts the trial's params (`SearchSpace.to_scaling`): a
+    baseline's non-monotone proposal is repaired as it was evaluated, and for a secondary search
+    the factors are composed with the base stage, i.e. absolute.
+
+    Raises:
+        InvalidArgumentError: The study has no completed trial.
+    """
+    chosen: tuple[FrozenTrial, str] | None = None
+    guarded = guarded_trial(study)
+    if guarded is not None:
+        chosen = guarded, "guarded"
+    elif reranked_order(study):
+        chosen = reranked_order(study)[0], "re-ranked"
+    else:
+        ranked = ranked_trials(study)
+        if not ranked:
+            raise InvalidArgumentError(f"study {study.study_name!r} has no completed trial yet.")
+        chosen = ranked[0], "best"
+    trial, rule = chosen
+    scaling = space_of_study(study, trial).to_scaling(trial.params)
+    return Winner(dataclasses.replace(scaling, method="searched"), trial, rule)
+
+
+def best_scaling(study: optuna.Study) -> tuple[RopeScaling, FrozenTrial]:
+    """`study_winner`'s scaling and trial: the guarded winner, else the re-ranked one, else the
+    best trial."""
+    winner = study_winner(study)
+    return winner.scaling, winner.trial
