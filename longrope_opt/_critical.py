@@ -41,8 +41,7 @@ def critical_range(spec: RopeSpec, radius: int, above: int | None = None) -> tup
 
     With ``above = 0`` every candidate's λ is at or above YaRN-cd's, elementwise: λ_c ≥ s and
     c ≤ c₀ give λ_c^(i/c) ≥ s^(i/c₀) below c, and λ ≥ s from c on. A c above c₀ interpolates
-    dims below it less than YaRN-cd does, which is where the 4× passkey loss was traced
-    (bench/results/retrieval-intervention.txt).
+    the dims below it less than YaRN-cd does: where a perplexity search can lose retrieval.
     """
     _check_count("critical_radius", radius)
     if above is not None:
@@ -52,7 +51,7 @@ def critical_range(spec: RopeSpec, radius: int, above: int | None = None) -> tup
     if c0 >= n:
         raise InvalidArgumentError(
             f"the critical shape needs a frequency whose period exceeds the trained length "
-            f"{spec.original_length}; every period of this RoPE fits in it (use --space full)."
+            f"{spec.original_length}; every period of this RoPE fits in it (use `space` 'full')."
         )
     return max(1, c0 - radius), min(n - 1, c0 + (radius if above is None else above))
 

@@ -4,8 +4,8 @@ the critical shape's corrected YaRN/NTK (what `SearchSpace.seed_scalings`/`seed_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from typing import Any
+from typing import Protocol
 
 import numpy as np
 
@@ -14,13 +14,46 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import METHODS
 from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
 
 
-if TYPE_CHECKING:
-    from longrope_opt.space import SearchSpace
+class _Space(Protocol):
+    """What the seeds read of a `longrope_opt.space.SearchSpace` (which calls them)."""
+
+    @property
+    def spec(self) -> RopeSpec: ...
+    @property
+    def target_length(self) -> int: ...
+    @property
+    def shape(self) -> str: ...
+    @property
+    def seeds(self) -> tuple[str, ...]: ...
+    @property
+    def base(self) -> RopeScaling | None: ...
+    @property
+    def lambda_low(self) -> float: ...
+    @property
+    def attention(self) -> str: ...
+    @property
+    def n_hat(self) -> tuple[int, ...]: ...
+
+    @property
+    def is_short(self) -> bool: ...
+    @property
+    def relative_spec(self) -> RopeSpec: ...
+    @property
+    def high(self) -> float: ...
+    @property
+    def critical_bounds(self) -> tuple[int, int] | None: ...
+    def snap_bounds(self, values: np.ndarray) -> np.ndarray: ...
+    def to_params(self, scaling: RopeScaling) -> dict[str, Any]: ...
+    def encode(
+        self, factors: np.ndarray, n_hat: int, attention_scale: float | None = None, *,
+        critical: int | None = None,
+    ) -> dict[str, Any]: ...  # fmt: skip
 
 
-def seed_scalings(space: SearchSpace) -> list[tuple[str, RopeScaling]]:
+def seed_scalings(space: _Space) -> list[tuple[str, RopeScaling]]:
     """PI, NTK and YaRN for the relative extension, clipped to the bounds; for a short search
     (no extension to seed from): λ = 1, NTK's shape and a linear ramp, each reaching the cap."""
     if space.shape == "critical":
@@ -29,8 +62,15 @@ def seed_scalings(space: SearchSpace) -> list[tuple[str, RopeScaling]]:
         )
     if not space.is_short:
         rel, target = space.relative_spec, space.target_length
-        seeds = [(m, METHODS[m](rel, target)) for m in ("pi", "ntk", "yarn")]
-        return [(m, RopeScaling(space.snap_bounds(sc.factors), method=m)) for m, sc in seeds]
+        seeds = [(m, METHODS[m](rel, target).factors) for m in space.seeds if m in METHODS]
+        corrected = [m for m in space.seeds if m not in METHODS]
+        if corrected and space.base is None:  # LongRoPE2's critical-dimension correction
+            s = rel.scale(target)
+            tails = {name: f for name, f, _ in seed_tails(rel, s, space.high, 0)}
+            seeds += [(m, tails[m]) for m in corrected]
+        order = {m: i for i, m in enumerate(space.seeds)}
+        seeds.sort(key=lambda ms: order[ms[0]])
+        return [(m, RopeScaling(space.snap_bounds(f), method=m)) for m, f in seeds]
     n, low, cap = space.spec.n_factors, space.lambda_low, space.high
     ramp = np.arange(n, dtype=np.float64) / max(n - 1, 1)
     return [
@@ -40,7 +80,7 @@ def seed_scalings(space: SearchSpace) -> list[tuple[str, RopeScaling]]:
     ]
 
 
-def seed_params(space: SearchSpace) -> list[tuple[str, dict[str, Any]]]:
+def seed_params(space: _Space) -> list[tuple[str, dict[str, Any]]]:
     """`seed_scalings` as trial parameters, or in the critical shape YaRN and NTK with the
     critical dimension corrected (`longrope_opt._critical.seed_tails`)."""
     bounds = space.critical_bounds

@@ -23,5 +23,9 @@ class DataError(LongRopeOptError, ValueError):
     """The text source cannot provide the samples asked for (too few or too short documents)."""
 
 
+class StorageError(LongRopeOptError, ConnectionError):
+    """The storage (a database, a journal file, a storage proxy) cannot be reached or opened."""
+
+
 class ModelLoadError(LongRopeOptError, OSError):
     """A model could not be found or loaded (missing file, no network, broken package)."""

@@ -2,7 +2,7 @@
 
 A registry maps a name to an entry — an object, or a lazy ``"module:attr"`` import path — with a
 one-line description. Lookups of an unknown name fail with one line that suggests the closest
-name and lists the rest; `help_text` is what the CLI's ``--help`` shows, so help and code never
+name and lists the rest; `help_text` is what the CLI's help shows, so help and code never
 disagree. A registry with an entry-point group also finds entries that other installed packages
 declare (built-ins cannot be shadowed). Standard library only: the pure-math layer uses it too.
 """
@@ -29,18 +29,18 @@ class Registry(Mapping[str, T], Generic[T]):
 
     Args:
         kind: What the entries are, for messages (``"sampler"``, ``"objective"``...).
-        flag: The flag or argument users type the name into (``"--sampler"``), for messages.
+        param: The parameter that takes the name (``"sampler"``), for messages.
         entry_point_group: An importlib entry-point group whose entries are added, if any.
 
     Example:
-        >>> METHODS = Registry("method", flag="--methods")
+        >>> METHODS = Registry("method", param="methods")
         >>> METHODS.add("pi", pi, "position interpolation")
         >>> METHODS.get_or_raise("yran")  # InvalidArgumentError: ... did you mean 'yarn'? ...
     """
 
-    def __init__(self, kind: str, *, flag: str, entry_point_group: str | None = None) -> None:
+    def __init__(self, kind: str, *, param: str, entry_point_group: str | None = None) -> None:
         self.kind = kind
-        self.flag = flag
+        self.param = param
         self.entry_point_group = entry_point_group
         self._entries: dict[str, Any] = {}
         self._help: dict[str, str] = {}
@@ -75,16 +75,16 @@ class Registry(Mapping[str, T], Generic[T]):
 
     # ----- lookups ---------------------------------------------------------------------------
 
-    def check(self, name: str, *, flag: str | None = None) -> None:
+    def check(self, name: str, *, param: str | None = None) -> None:
         """Raise the one-line error for an unknown `name` (without importing anything);
-        `flag` names what the user typed it into, when not the registry's own flag."""
+        `param` names the parameter that took it, when not the registry's own."""
         known = self._all()
         if name in known:
             return
         close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise InvalidArgumentError(
-            f"unknown {self.kind} {name!r} for `{flag or self.flag}`{hint}; available: "
+            f"unknown {self.kind} {name!r} for `{param or self.param}`{hint}; available: "
             f"{', '.join(sorted(known))}."
         )
 
@@ -101,7 +101,7 @@ class Registry(Mapping[str, T], Generic[T]):
         return self._help.get(name, "")
 
     def help_text(self) -> str:
-        """``name (description), ...`` for ``--help``."""
+        """``name (description), ...`` for ``help``."""
         parts = []
         for name in self._all():
             text = self.describe(name)
@@ -119,3 +119,6 @@ class Registry(Mapping[str, T], Generic[T]):
             raise InvalidArgumentError(
                 f"{self.kind} {name!r} ({target}) cannot be imported: {exc}"
             ) from exc
+
+
+__all__ = ["Registry"]

@@ -9,7 +9,6 @@ Paper Table 3: λ_i ∈ [1.0, 1.25·s] step 0.01, n̂ ∈ {0, 1, 2, 4, 8, 12, 16
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -24,13 +23,16 @@ from optuna.distributions import IntDistribution
 from longrope_opt._critical import CRITICAL
 from longrope_opt._critical import DEFAULT_CRITICAL_RADIUS
 from longrope_opt._critical import SHAPES
-from longrope_opt._critical import critical_range
 from longrope_opt._critical import factors_to_tail
 from longrope_opt._critical import sorted_tail
 from longrope_opt._critical import tail_to_factors
 from longrope_opt._critical import with_ramp
 from longrope_opt._seeds import seed_params
 from longrope_opt._seeds import seed_scalings
+from longrope_opt._space_args import PAPER_N_HAT
+from longrope_opt._space_args import PAPER_SEEDS
+from longrope_opt._space_args import SEED_NAMES
+from longrope_opt._space_args import space_fields
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeScaling
@@ -38,7 +40,11 @@ from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import compose
 
 
-PAPER_N_HAT = (0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 64, 128, 256)
+__all__ = [
+    "ATTENTION_SCALE", "N_HAT", "PAPER_N_HAT", "PAPER_SEEDS", "SEED_NAMES", "SHAPES",
+    "SearchSpace", "lambda_names",
+]  # fmt: skip
+
 N_HAT = "n_hat"
 ATTENTION_SCALE = "attention_scale"
 
@@ -54,6 +60,7 @@ class SearchSpace:
     """Where the search looks, for one model and one target length.
 
     Three kinds of search share this class (LongRoPE §3.3):
+
     - a first search: `target_length` > the trained length L, λ relative to the pretrained RoPE;
     - a secondary search on an extended (e.g. fine-tuned) model: `base` holds the factors it runs
       and `base_length` the length they reached; λ are relative to `base` and `to_scaling` returns
@@ -85,6 +92,11 @@ class SearchSpace:
             and above it unless `critical_above` is set.
         critical_above: How far c may move above c₀ (None: `critical_radius`); 0 keeps every
             λ at or above YaRN-cd's (see `longrope_opt._critical.critical_range`).
+        seeds: The evolution's starting points in the full shape of a first search, by name
+            (`SEED_NAMES`): the paper's PI, NTK and YaRN by default; ``yarn-cd`` and ``ntk-cd``
+            add LongRoPE2's critical-dimension correction (the best classic rows at 4x on
+            SmolLM2). A short or secondary search has seeds of its own; the critical shape's
+            are its corrected YaRN/NTK.
     """
 
     spec: RopeSpec
@@ -102,60 +114,15 @@ class SearchSpace:
     shape: str = "full"
     critical_radius: int = DEFAULT_CRITICAL_RADIUS
     critical_above: int | None = None
+    seeds: tuple[str, ...] = PAPER_SEEDS
     # Computed once: every decode/encode of a critical-shape trial asks for it.
     _critical_bounds: tuple[int, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        s = self._relative_scale()
-        if self.shape not in SHAPES:
-            raise InvalidArgumentError(f"`shape` must be one of {list(SHAPES)}, got {self.shape!r}.")
-        if self.shape == "critical":
-            if self.base is not None or self.is_short:
-                raise InvalidArgumentError(
-                    "`shape` 'critical' is for a first search past the trained length "
-                    f"{self.spec.original_length} (no --base, no --recovery); got target_length "
-                    f"{self.target_length}{' and a base' if self.base is not None else ''}."
-                )
-            bounds = critical_range(self.spec, self.critical_radius, self.critical_above)
-            object.__setattr__(self, "_critical_bounds", bounds)
-        if self.lambda_high is None:
-            cap = 2.0 if self.shape == "critical" else 1.25
-            object.__setattr__(self, "lambda_high", round(cap * s, 10))
-        if not (math.isfinite(self.lambda_low) and self.lambda_low > 0):
-            raise InvalidArgumentError(
-                f"`lambda_low` must be a finite number > 0, got {self.lambda_low}."
-            )
-        if not self.high > self.low:
-            raise InvalidArgumentError(
-                f"`lambda_high` must be > {self.low} (the lowest searched λ), got {self.lambda_high}."
-            )
-        if self.step < 0 or (self.step and self.step > self.high - self.low):
-            raise InvalidArgumentError(
-                f"`step` must be 0 or in (0, {self.high - self.low}], got {self.step}."
-            )
-        n_hat = (self.n_hat,) if isinstance(self.n_hat, int) else tuple(self.n_hat)
-        if n_hat == PAPER_N_HAT:  # the default set: keep what fits a short target
-            n_hat = tuple(v for v in n_hat if v < self.target_length)
-        if not n_hat or any((not isinstance(v, int)) or v < 0 for v in n_hat):
-            raise InvalidArgumentError(f"`n_hat` must be integers >= 0, got {self.n_hat!r}.")
-        if max(n_hat) >= self.target_length:
-            raise InvalidArgumentError(
-                f"`n_hat` must be in [0, target_length = {self.target_length}), got {max(n_hat)}."
-            )
-        object.__setattr__(self, "n_hat", tuple(sorted(set(n_hat))))
-        if self.attention != "search" and self.attention not in ATTENTION_RULES:
-            raise InvalidArgumentError(
-                f"`attention` must be 'search' or one of {sorted(ATTENTION_RULES)}, got {self.attention!r}."
-            )
-        if self.repair not in ("sort", "none"):
-            raise InvalidArgumentError(f"`repair` must be 'sort' or 'none', got {self.repair!r}.")
-        lo, hi = self.attention_bounds
-        if not (0 < lo < hi):
-            raise InvalidArgumentError(
-                f"`attention_bounds` must satisfy 0 < low < high, got {self.attention_bounds}."
-            )
+        for name, value in space_fields(self).items():  # checked, defaults filled in
+            object.__setattr__(self, name, value)
 
     @property
     def high(self) -> float:
@@ -165,7 +132,7 @@ class SearchSpace:
 
     @property
     def low(self) -> float:
-        """The lowest searched factor: `lambda_low`, or s in the critical shape."""
+        """The lowest searched factor (`lambda_low`, or s in the critical shape)."""
         if self.shape == "critical":
             return float(self.spec.scale(self.target_length))
         return float(self.lambda_low)
@@ -177,7 +144,7 @@ class SearchSpace:
 
     @property
     def param_names(self) -> list[str]:
-        """The λ parameters a trial holds: every λ, or those from the lowest c on."""
+        """The λ parameters a trial holds (every λ, or those from the lowest c on)."""
         bounds = self.critical_bounds
         return self.names if bounds is None else self.names[bounds[0] :]
 
@@ -203,32 +170,6 @@ class SearchSpace:
             return None
         return min(max(int(params[CRITICAL]), bounds[0]), bounds[1])
 
-    def _relative_scale(self) -> float:
-        L, target = self.spec.original_length, self.target_length
-        if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 1:
-            raise InvalidArgumentError(f"`target_length` must be an integer >= 1, got {target!r}.")
-        if self.attention_value is not None and not (
-            math.isfinite(self.attention_value) and self.attention_value > 0
-        ):
-            raise InvalidArgumentError(
-                f"`attention_value` must be a finite number > 0, got {self.attention_value}."
-            )
-        if self.base is None:
-            if self.base_length is not None:
-                raise InvalidArgumentError("`base_length` is only meaningful with `base`.")
-            return 1.0 if target <= L else self.spec.scale(target)
-        if not isinstance(self.base, RopeScaling):
-            raise InvalidArgumentError(
-                f"`base` must be a RopeScaling, got {type(self.base).__name__}."
-            )
-        self.base.check(self.spec)
-        bl = self.base_length
-        if isinstance(bl, bool) or not isinstance(bl, (int, np.integer)) or not L < bl < target:
-            raise InvalidArgumentError(
-                f"`base_length` must be an integer in ({L}, target_length = {target}), got {bl!r}."
-            )
-        return target / bl
-
     @property
     def is_short(self) -> bool:
         """A short-context recovery search (target within the trained window)."""
@@ -236,7 +177,7 @@ class SearchSpace:
 
     @property
     def relative_spec(self) -> RopeSpec:
-        """The RoPE the searched λ rescale: the model's, with the base stage's length if any."""
+        """The RoPE the searched λ rescale (the model's, with the base stage's length if any)."""
         if self.base is None:
             return self.spec
         assert self.base_length is not None  # checked with `base` in __post_init__
@@ -260,6 +201,16 @@ class SearchSpace:
     def names(self) -> list[str]:
         """The λ parameter names, in frequency order."""
         return lambda_names(self.spec.n_factors)
+
+    @property
+    def n_hat_choices(self) -> tuple[int, ...]:
+        """The n̂ a candidate may take (a single value when n̂ is fixed); `EvolutionSpace`."""
+        return self.n_hat
+
+    @property
+    def attention_range(self) -> tuple[float, float] | None:
+        """Bounds of t when it is searched, else None; `EvolutionSpace`."""
+        return self.attention_bounds if self.attention == "search" else None
 
     @property
     def fixed_attention_scale(self) -> float | None:
@@ -359,9 +310,7 @@ class SearchSpace:
         filled in; composed with `base` for a secondary search, so the result is absolute)."""
         decoded = self.decode(params)
         if decoded is None:
-            missing = next(
-                name for name in [*self.param_names, CRITICAL] if name not in params
-            )
+            missing = next(name for name in [*self.param_names, CRITICAL] if name not in params)
             raise InvalidArgumentError(f"parameter {missing!r} is missing from the trial.")
         factors, n_hat, t = decoded
         critical = self.critical_of(params)

@@ -3,8 +3,9 @@
 The registry loads a folder that may import only Optuna, NumPy and the standard library, while
 the project keeps one implementation of the operators, the state in storage and the sampler in
 `longrope_opt/samplers/`. This script copies those modules into `optunahub/samplers/longrope/`
-with their imports made relative (the project's `SearchSpace` becomes the package's
-`MonotoneSpace`, which offers the same interface), and refuses any other project import.
+with their imports made relative (the sampler reads a space through `EvolutionSpace`, which the
+project's `SearchSpace` and the package's `MonotoneSpace` implement), and refuses any other
+project import.
 `tests/samplers_tests/test_optunahub.py` fails when the copies are out of date.
 
     python optunahub/build.py            # rewrite the copies
@@ -22,12 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "longrope_opt" / "samplers"
 TARGET = ROOT / "optunahub" / "samplers" / "longrope"
-MODULES = ("_base.py", "_index.py", "_operators.py", "_state.py", "_longrope.py")
+MODULES = ("_protocol.py", "_base.py", "_index.py", "_operators.py", "_state.py", "_longrope.py")
 RULES = (
     (r"^(\s*)from longrope_opt\.samplers import _state$", r"\1from . import _state"),
     (r"^(\s*)from longrope_opt\.samplers\.(_\w+) import", r"\1from .\2 import"),
     (r"^(\s*)from longrope_opt\.errors import", r"\1from ._errors import"),
-    (r"^(\s*)from longrope_opt\.space import SearchSpace$", r"\1from ._space import MonotoneSpace as SearchSpace"),
 )
 
 

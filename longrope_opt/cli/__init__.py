@@ -19,18 +19,24 @@ from longrope_opt.cli import _eval
 from longrope_opt.cli import _export
 from longrope_opt.cli import _finetune
 from longrope_opt.cli import _search
+from longrope_opt.cli import _storage_server
+from longrope_opt.cli import _validate
 from longrope_opt.cli import _worker
+from longrope_opt.cli._messages import in_flag_terms
+from longrope_opt.cli._messages import parser_flags
 from longrope_opt.errors import LongRopeOptError
 
 
 _SUBCOMMANDS = {
     "search": _search,
     "eval": _eval,
+    "validate": _validate,
     "export": _export,
     "compare": _compare,
     "dashboard": _dashboard,
     "worker": _worker,
     "finetune": _finetune,
+    "storage-server": _storage_server,
 }
 
 
@@ -50,22 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _StderrHandler(logging.Handler):
-    """Writes to whatever `sys.stderr` is at the time (tests and notebooks swap it)."""
+    """Writes to whatever `sys.stderr` is at the time (tests and notebooks swap it), with the
+    library's parameter names written as the running command's flags."""
+
+    flags: dict[str, str] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(self.format(record), file=sys.stderr, flush=True)
+            print(in_flag_terms(self.format(record), self.flags), file=sys.stderr, flush=True)
         except (OSError, ValueError):
             self.handleError(record)
 
 
-def _log_to_stderr() -> None:
+def _log_to_stderr(flags: dict[str, str]) -> None:
     # The library logs through `logging`; the CLI shows its info lines as it always printed them.
     root = logging.getLogger("longrope_opt")
-    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+    handler = next((h for h in root.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
         handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("[longrope-opt] %(message)s"))
         root.addHandler(handler)
+    handler.flags = flags
     root.setLevel(logging.INFO)
 
 
@@ -73,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``longrope-opt`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    _log_to_stderr()
+    flags = {**parser_flags(args.parser), **args.param_flags}
+    _log_to_stderr(flags)
     try:
         with warnings.catch_warnings():
             # Heartbeats, their retry callback and WilcoxonPruner are experimental in Optuna; we
@@ -84,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        print(f"longrope-opt {args.command}: error: {first}", file=sys.stderr)
+        print(f"longrope-opt {args.command}: error: {in_flag_terms(first, flags)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"longrope-opt {args.command}: interrupted", file=sys.stderr)

@@ -8,15 +8,24 @@ from typing import Any
 from longrope_opt.errors import InvalidArgumentError
 
 
-def add_subcommand(sub: Any, name: str, *, summary: str, description: str, examples: str) -> Any:
-    """A subcommand parser whose epilog shows `examples` verbatim."""
-    return sub.add_parser(
+def add_subcommand(
+    sub: Any, name: str, *, summary: str, description: str, examples: str,
+    param_flags: dict[str, str] | None = None,
+) -> Any:  # fmt: skip
+    """A subcommand parser whose epilog shows `examples` verbatim.
+
+    `param_flags` names the flags of library parameters whose name is not the flag's (e.g.
+    ``{"k": "--samples"}``); the others are found from the parser (see `_messages`).
+    """
+    parser = sub.add_parser(
         name,
         help=summary,
         description=description,
         epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.set_defaults(parser=parser, param_flags=dict(param_flags or {}))
+    return parser
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +57,7 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_dtype_flag(group: Any) -> None:
     """--dtype: a compute path, or auto (the fastest on this machine, measured once)."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.models import PATHS
 
     group.add_argument(
@@ -83,7 +93,9 @@ def add_storage_flag(parser: Any) -> None:
     parser.add_argument(
         "--storage",
         default=None,
-        help="database URL (default: $LONGROPE_OPT_STORAGE or sqlite:///longrope.db)",
+        help="storage URL: sqlite:///file.db, postgresql://..., grpc://host:port (a "
+        "`storage-server`), journal:///file.log (default: $LONGROPE_OPT_STORAGE or "
+        "sqlite:///longrope.db)",
     )
 
 
@@ -155,6 +167,7 @@ def add_heartbeat_flag(parser: Any) -> None:
 def check_output_file(path: str, *, flag: str) -> None:
     """An output file's folder must exist and the file must not be a directory: checked before
     any model loads, so a typo never costs an evaluation."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from pathlib import Path
 
     target = Path(path).expanduser()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 from typing import Any
 
 from longrope_opt.cli._common import add_evolution_flags
@@ -16,7 +17,10 @@ from longrope_opt.cli._common import text_kwargs
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers import DEFAULT_SAMPLERS
 from longrope_opt.samplers import SAMPLERS
-from longrope_opt.studies import SearchConfig
+
+
+if TYPE_CHECKING:
+    from longrope_opt.studies import SearchConfig
 
 
 EXAMPLES = """examples:
@@ -112,6 +116,8 @@ def _objective_label(args: argparse.Namespace) -> str:
 
 def config_from_args(args: argparse.Namespace) -> SearchConfig:
     """The search every study of the comparison shares (sampler and seed are set per study)."""
+    from longrope_opt.studies import SearchConfig  # on use: torch stays out of `--help`
+
     options: dict[str, Any]
     if args.objective == "needle-ppl":  # one report per prompt already
         options = {"mode": "full"}
@@ -136,8 +142,10 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run the missing studies, then report from storage."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.samplers import check_sampler_names
     from longrope_opt.studies import format_table
     from longrope_opt.studies import full_eval_tokens

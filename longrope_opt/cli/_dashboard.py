@@ -62,8 +62,10 @@ def _check_bindable(host: str, port: int) -> None:
 
 def attach_all(storage: Any) -> dict[str, list[str]]:
     """Attach figures to every study in `storage`; ``{study name: [figure names]}``."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.viz import attach_figures
 
     attached = {}
@@ -75,12 +77,14 @@ def attach_all(storage: Any) -> dict[str, list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     """Attach, then serve until Ctrl-C."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
 
     if not 0 < args.port < 65536:
         raise InvalidArgumentError(f"`--port` must be in [1, 65535], got {args.port}.")
     try:
+        # on use: `--help` and bad input stay light (torch loads in seconds)
         import optuna_dashboard
     except ImportError:
         raise InvalidArgumentError(

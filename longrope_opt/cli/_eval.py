@@ -97,6 +97,7 @@ def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
         raise InvalidArgumentError("give `--factors` or `--study-name`, not both.")
     if not (args.factors or args.study_name):
         return None
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.studies import factors_with_length
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
@@ -116,6 +117,7 @@ def _searched_scaling(args: argparse.Namespace, spec: Any) -> Any:
 
 
 def _scaling_for(method: str, length: int, spec: Any, searched: Any, plain: bool = True) -> Any:
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.rope import get_method
     from longrope_opt.rope import none
 
@@ -139,6 +141,7 @@ def _is_plain(model: Any) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Load once, evaluate every (method, length), print a table (and write files)."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt import RopeSpec
     from longrope_opt.data import check_source
     from longrope_opt.data import load_samples
@@ -244,9 +247,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(prefix: str, rows: dict[str, dict[int, float]], task: str, title: str) -> None:
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     import csv
     import json
 
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.viz import length_figure
     from longrope_opt.viz import length_records
 

@@ -60,6 +60,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the study read-only and write the JSON (and the model directory when asked)."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.studies import best_scaling
     from longrope_opt.studies import export_best
     from longrope_opt.studies import load_named_study
@@ -68,19 +69,27 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, flag="--output")
     if args.model_dir:  # before the study is read or any weights load
+        # on use: `--help` and bad input stay light (torch loads in seconds)
         from longrope_opt.models import check_output_dir
 
         check_output_dir(
-            args.model_dir, overwrite=args.overwrite, source=args.model, flag="--model-dir"
+            args.model_dir, overwrite=args.overwrite, source=args.model, param="model_dir"
         )
     storage = make_storage(resolve_storage_url(args.storage), must_exist=True)
     study = load_named_study(storage, args.study_name)
     short = None
     if args.short_study:
-        short, _ = best_scaling(load_named_study(storage, args.short_study, flag="--short-study"))
+        short, _ = best_scaling(load_named_study(storage, args.short_study, param="short_study"))
     record = export_best(study, args.output)
+    why = {
+        "guarded": "the retrieval guard's winner: the best re-ranked trial that retrieves as many "
+        "passkeys as the study's best seed",
+        "re-ranked": "the best trial at full fidelity (re-ranked)",
+        "best": "the study's best trial",
+    }[record["rule"]]
     print(
-        f"wrote {args.output}: trial {record['trial']}, value {record['value']:.4f}, n_hat {record['n_hat']}"
+        f"wrote {args.output}: trial {record['trial']} ({why}), value {record['value']:.4f}, "
+        f"n_hat {record['n_hat']}"
     )
     if args.model_dir:
         _export_dir(args, study, short)
@@ -88,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt import RopeSpec
     from longrope_opt.models import as_pair
     from longrope_opt.models import export_model
@@ -96,6 +106,7 @@ def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
     from longrope_opt.rope import ShortLongScaling
     from longrope_opt.studies import SearchConfig
     from longrope_opt.studies import best_scaling
+    from longrope_opt.studies import record
 
     long, best = best_scaling(study)
     model_name = args.model
@@ -106,13 +117,19 @@ def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
             raise InvalidArgumentError(
                 f"study {study.study_name!r} records no model; give `--model`."
             ) from None
-    target = study.user_attrs.get("provenance", {}).get("target_length")
+    target = record.target_length(study)
+    if target is None:
+        raise InvalidArgumentError(f"study {study.study_name!r} records no target length.")
     model, tokenizer = load_model(model_name, dtype="float32", device=args.device, attn=args.attn)
     spec = RopeSpec.from_config(model.config)
     scaling: Any = long
     if short is not None:
         scaling = ShortLongScaling(short, long, spec.original_length)
-    meta = {"study": study.study_name, "trial": best.number, "value": best.value}
+    # on use: `--help` and bad input stay light (torch loads in seconds)
+    from longrope_opt.studies import study_winner
+
+    meta = {"study": study.study_name, "trial": best.number, "value": best.value,
+            "rule": study_winner(study).rule}  # fmt: skip
     out = export_model(
         model, tokenizer, args.model_dir, scaling, target_length=int(target),
         dtype=args.save_dtype, metadata=meta, overwrite=args.overwrite,

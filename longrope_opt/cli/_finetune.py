@@ -13,15 +13,14 @@ from longrope_opt.errors import InvalidArgumentError
 
 
 EXAMPLES = """examples:
-  # a handful of 16k steps on the built-in corpus (CPU: ≈ 6 min per full 16k step), saved as a model dir
+  # a handful of 16k steps on the built-in corpus (minutes per step on a CPU), saved as a model dir
   longrope-opt finetune --factors factors-16k.json --steps 4 --output ft-16k
-  # PoSE: 4k real tokens per step at positions spread over 16k (≈ 40 s per step on 2 cores)
+  # PoSE: 4k real tokens per step at positions spread over 16k (a fraction of a full step)
   longrope-opt finetune --factors factors-16k.json --steps 8 --pose-tokens 4096 --output ft-16k
   # then search 32k on top of it (factors relative to the fine-tuned model's own)
   longrope-opt search --model ft-16k --base config --target-length 32768
   # a GPU user scales the same command up (the paper: 400 steps at 128k, lr 2e-5)
-  longrope-opt finetune --model HuggingFaceTB/SmolLM2-135M --study-name smol-128k \\
-      --corpus pg19 --samples 400 --steps 400 --device cuda --output ft-128k
+  longrope-opt finetune --model HuggingFaceTB/SmolLM2-135M --study-name smol-128k --corpus pg19 --samples 400 --steps 400 --device cuda --output ft-128k
 """
 
 
@@ -90,6 +89,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _scaling(args: argparse.Namespace) -> tuple[Any, int | None]:
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.studies import factors_with_length
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
@@ -106,6 +106,7 @@ def _scaling(args: argparse.Namespace) -> tuple[Any, int | None]:
 
 def run(args: argparse.Namespace) -> int:
     """Load fp32 weights, fine-tune with the factors, export the model directory."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt import RopeSpec
     from longrope_opt.data import load_samples
     from longrope_opt.models import check_output_dir
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.seed < 0:
         raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
-    check_output_dir(args.output, overwrite=args.overwrite, source=args.model, flag="--output")
+    check_output_dir(args.output, overwrite=args.overwrite, source=args.model, param="output")
     scaling, length = _scaling(args)
     length = args.target_length or length
     if not length:

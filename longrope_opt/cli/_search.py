@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 from typing import Any
 
 from longrope_opt.cli._common import add_evolution_flags
@@ -17,7 +18,10 @@ from longrope_opt.cli._common import text_kwargs
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
 from longrope_opt.samplers import SAMPLERS
-from longrope_opt.studies import SearchConfig
+
+
+if TYPE_CHECKING:
+    from longrope_opt.studies import SearchConfig
 
 
 EXAMPLES = """examples:
@@ -93,9 +97,32 @@ def add_parser(sub: Any) -> None:
         help="after the trials, re-evaluate the K best at full fidelity (perplexity at the full "
         "target length) and choose the winner on that; for a proxy objective (default 0: off)",
     )
+    study.add_argument(
+        "--rerank-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="documents of the re-rank (default: --samples); more than the search's own, so a "
+        "full-length search's winner is chosen on more text",
+    )
+    study.add_argument(
+        "--guard-keys",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the re-rank, a retrieval guard on N passkey prompts at the target length: "
+        "the best candidate that retrieves as many as the study's best seed is exported "
+        "(default 0: off)",
+    )
     add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
     add_evolution_flags(evo, p=64, n1=16, n2=16, k=32)
+    evo.add_argument(
+        "--seed-methods",
+        default=None,
+        help="full space: the seeds, comma-separated among pi,ntk,yarn,yarn-cd,ntk-cd (default "
+        "for a new study: all five; a study keeps its own)",
+    )
     evo.add_argument(
         "--n-hat",
         default="search",
@@ -137,6 +164,8 @@ def add_parser(sub: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SearchConfig:
     """The `SearchConfig` the flags describe (the CLI's only job before `run_search`)."""
+    from longrope_opt.studies import SearchConfig  # on use: torch stays out of `--help`
+
     return SearchConfig(
         **text_kwargs(args),
         n_hat=args.n_hat,
@@ -151,6 +180,9 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         objective=args.objective,
         objective_options=objective_options(args),
         seed_all=args.seed_all,
+        seed_methods=None if args.seed_methods is None else tuple(
+            n.strip() for n in args.seed_methods.split(",") if n.strip()
+        ),
     )
 
 
@@ -180,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat_interval,
         store_total=True,
         rerank=args.rerank,
+        rerank_samples=args.rerank_samples,
+        guard_keys=args.guard_keys,
     )
 
 
@@ -187,8 +221,10 @@ def execute(
     config: SearchConfig, *, storage: str | None, study_name: str | None, **run: Any
 ) -> int:
     """`run_search` with the CLI's messages (shared by `search` and `worker`)."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.studies import load_named_study
     from longrope_opt.studies import make_storage
     from longrope_opt.studies import resolve_storage_url
@@ -207,28 +243,38 @@ def execute(
         f"\n{result.finished} trial(s) finished in {result.seconds:.0f} s; study {name!r} in {url}"
     )
     print_summary(result.study)
+    store = "" if storage is None else f" --storage {url}"
+    print(f"\nnext, check the winner on documents this search did not use (resumable; it "
+          f"measures the classic rows too):\n  longrope-opt validate --study-name {name}{store}")
     return 0
 
 
 def print_summary(study: Any) -> None:
     """Best trial vs the PI/NTK/YaRN seeds, then the full-fidelity re-rank if there is one."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from optuna.trial import TrialState
 
-    from longrope_opt.studies import RERANK_KEY
+    # on use: `--help` and bad input stay light (torch loads in seconds)
+    from longrope_opt.studies import ranked_trials
+    from longrope_opt.studies import record
     from longrope_opt.studies import reranked_best
+    from longrope_opt.studies import reranked_order
+    from longrope_opt.studies import study_winner
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         print("no completed trial yet")
         return
+    ranked = ranked_trials(study)  # best first, in the study's direction
     seeds = {t.user_attrs["seed"]: t for t in complete if t.user_attrs.get("seed")}
-    best = min(complete, key=lambda t: t.value)
+    best = ranked[0] if ranked else complete[0]
     rows = [
         (f"seed {m.upper()}", t) for m, t in sorted(seeds.items(), key=lambda kv: kv[1].number)
     ]
     rows.append(("best found", best))
     print(f"{'':<12}{'trial':>7}{'perplexity':>12}{'n_hat':>7}{'attn':>8}{'vs best seed':>14}")
-    best_seed = min((t.value for t in seeds.values()), default=math.nan)
+    seed_values = [float(t.value) for t in ranked if t.user_attrs.get("seed") and t.value is not None]
+    best_seed = seed_values[0] if seed_values else math.nan
     for label, t in rows:
         rel = 100 * (t.value / best_seed - 1) if math.isfinite(best_seed) else math.nan
         print(
@@ -238,8 +284,20 @@ def print_summary(study: Any) -> None:
     print(f"({len(complete)} completed trials)")
     reranked = reranked_best(study)
     if reranked is not None:
-        values = study.user_attrs[RERANK_KEY]
-        print(f"re-ranked at full fidelity ({len(values)} trials, lower is better):")
-        for number, value in sorted(values.items(), key=lambda kv: kv[1]):
-            mark = "  <- winner (exported)" if int(number) == reranked[1].number else ""
+        values = record.read_rerank(study)
+        better = "lower" if study.direction.name == "MINIMIZE" else "higher"
+        print(f"re-ranked at full fidelity ({len(values)} trials, {better} is better):")
+        for trial in reranked_order(study):
+            number, value = trial.number, values[trial.number]
+            mark = "  <- re-ranked winner" if int(number) == reranked[1].number else ""
             print(f"  trial {int(number):>5}  {value:.4f}{mark}")
+    guard = record.read_guard(study)
+    if guard and "winner" in guard:
+        keys, results = guard["keys"], guard["results"]
+        print(f"retrieval guard: {keys} passkeys at {guard['length']} (seed {guard['seed']}); "
+              f"the bar is the best seed, trial {guard['reference']}:")  # fmt: skip
+        for number, got in results.items():
+            mark = "  <- guarded winner" if int(number) == guard["winner"] else ""
+            print(f"  trial {int(number):>5}  {sum(got.values())}/{len(got)} retrieved{mark}")
+    winner = study_winner(study)
+    print(f"exported winner: trial {winner.trial.number} ({winner.rule})")

@@ -53,6 +53,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _warn_if_sqlite_is_shared(url: str, study: Any) -> None:
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from optuna.trial import TrialState
 
     if not url.startswith("sqlite"):
@@ -69,12 +70,14 @@ def _warn_if_sqlite_is_shared(url: str, study: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Rebuild the study's `SearchConfig`, then run the same search loop as `search`."""
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
+    # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.cli._search import execute
-    from longrope_opt.studies import TOTAL_KEY
     from longrope_opt.studies import SearchConfig
     from longrope_opt.studies import make_storage
+    from longrope_opt.studies import record
     from longrope_opt.studies import resolve_storage_url
 
     url = resolve_storage_url(args.storage)
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             "`longrope-opt search` first."
         ) from None
     config = SearchConfig.from_study(study)
-    n_trials = args.n_trials if args.n_trials is not None else study.user_attrs.get(TOTAL_KEY)
+    n_trials = args.n_trials if args.n_trials is not None else record.read_total(study)
     if n_trials is None and args.timeout is None:
         raise InvalidArgumentError(
             f"study {args.study_name!r} has no stored total; give `--n-trials` or `--timeout`."

@@ -27,6 +27,8 @@ class Samples(list):
         source: The corpus as given (``"builtin"``, a path, or a dataset name).
         doc_ids: One id per sample (module name, file path, or dataset row).
         corpus_hash: sha256 prefix over the texts of the chosen documents (provenance).
+        doc_hashes: One sha256 prefix per sample, of its whole document's text: the document
+            whatever its path, window or length (`exclude` takes these too).
         length: Tokens per sample (every sample has exactly this many unless ``full=True``).
         tokenizer: The tokenizer that made them (objectives that build their own prompts, such as
             `PasskeyObjective`, take it from here).
@@ -34,6 +36,7 @@ class Samples(list):
 
     source: str
     doc_ids: list[str]
+    doc_hashes: list[str]
     corpus_hash: str
     length: int
     tokenizer: Any
@@ -100,7 +103,8 @@ def load_samples(
         k: Number of samples.
         seed: Chooses which documents.
         full: Keep whole documents (for sliding-window evaluation) instead of truncating.
-        exclude: Document ids never to use (e.g. those an evaluation table holds out). A window id
+        exclude: Documents never to use (e.g. those a search used), by id or by text hash
+            (`Samples.doc_hashes`: the same text under another path). A window id
             ``doc#<start>`` excludes the whole document ``doc``.
         windows: Most disjoint `length`-token samples taken from one document (1: its start only).
 
@@ -112,6 +116,7 @@ def load_samples(
         DataError: Unknown/unreachable source, or fewer than `k` documents are long enough (the
             message gives how many were found and how long the longest ones are).
     """
+    # torch on use: `longrope_opt.data` stays light for the CLI's corpus checks
     import torch
 
     if not isinstance(length, int) or length < 2:
@@ -129,7 +134,7 @@ def load_samples(
     chosen: list[tuple[str, str, list[int]]] = []
     seen_lengths: list[int] = []
     for doc_id, text in docs:
-        if doc_id in excluded:
+        if doc_id in excluded or (excluded and text_hash([text]) in excluded):
             continue
         ids = tokenizer(text)["input_ids"]
         seen_lengths.append(len(ids))
@@ -150,6 +155,7 @@ def load_samples(
     )
     samples.source = described
     samples.doc_ids = [doc_id for doc_id, _, _ in chosen]
+    samples.doc_hashes = [text_hash([text]) for _, text, _ in chosen]
     samples.corpus_hash = text_hash([text for _, text, _ in chosen])
     samples.length = length
     samples.tokenizer = tokenizer

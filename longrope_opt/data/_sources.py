@@ -30,6 +30,7 @@ def builtin_documents(min_chars: int = 0) -> list[tuple[str, str]]:
     Returns:
         ``[(doc_id, text)]`` in a fixed order: the reference manual first, then modules by name.
     """
+    # the built-in corpus, read only when asked for
     import pydoc_data.topics as topics
 
     docs: list[tuple[str, str]] = []
@@ -87,6 +88,7 @@ def dataset_documents(spec: str, seed: int) -> Iterator[tuple[str, str]]:
     The text column is ``text`` (or the first string column).
     """
     try:
+        # `datasets` loads in seconds: only for a dataset corpus
         import datasets
     except ImportError as exc:  # pragma: no cover - datasets is a core dependency
         raise DataError("`corpus` names a dataset but `datasets` is not installed.") from exc

@@ -20,6 +20,7 @@ from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
 from longrope_opt.models._load import load_model
+from longrope_opt.models._load import load_tokenizer
 from longrope_opt.models._load import read_config
 from longrope_opt.models._loss import chunked_nll
 from longrope_opt.models._loss import decoder_hidden
@@ -48,6 +49,7 @@ __all__ = [
     "export_model",
     "final_logits",
     "load_model",
+    "load_tokenizer",
     "needs_loader",
     "read_config",
     "read_export",

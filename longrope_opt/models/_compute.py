@@ -1,12 +1,12 @@
 """Compute paths: which dtype and attention run a long forward fastest on *this* CPU, measured.
 
-The fastest exact path depends on the CPU: with AMX, bf16 matmuls and bf16 attention are several
-times fp32's; with AVX-512-bf16 and no AMX, bf16 matmuls gain ≈ 2.5× but the bf16 attention
-kernel is no faster than fp32's. So `--dtype auto` times the candidate paths once per machine on
+The fastest exact path depends on the CPU: with AMX, bf16 matmuls and bf16 attention beat fp32;
+with AVX-512-bf16 and no AMX, bf16 matmuls do but the bf16 attention kernel does not; with
+neither, bf16 is emulated and fp32 wins. So the `auto` compute path times the candidate paths once per machine on
 a short probe (a 2-layer slice of the model at a few thousand tokens: a few seconds), keeps the
 fastest in the cache directory keyed by the CPU's name and instruction sets, and reuses it. A
-forced `--dtype` wins; a corrupt cache file is ignored with a warning and measured again.
-Element-wise fusion is a separate switch (`--fuse`): its one-off compile costs tens of seconds,
+forced compute path wins; a corrupt cache file is ignored with a warning and measured again.
+Element-wise fusion is a separate switch (`fuse`): its one-off compile costs tens of seconds,
 too much for a probe.
 """
 
@@ -38,7 +38,7 @@ class ComputePath:
     """How a model runs: the dtype of its weights (and activations) and its attention.
 
     Attributes:
-        name: Registry name (``--dtype`` accepts it).
+        name: Registry name (the CLI's dtype flag accepts it).
         dtype: ``"bfloat16"``, ``"float32"`` or ``"float16"``.
         attn: An attention implementation (see `longrope_opt.patching.ATTENTION_IMPLEMENTATIONS`).
     """
@@ -48,8 +48,8 @@ class ComputePath:
     attn: str
 
 
-#: Every path `--dtype` takes by name; the first three are what `auto` times on a CPU.
-PATHS: Registry[ComputePath] = Registry("compute path", flag="--dtype")
+#: Every compute path by name; the first three are what `auto` times on a CPU.
+PATHS: Registry[ComputePath] = Registry("compute path", param="dtype")
 PATHS.add("bfloat16", ComputePath("bfloat16", "bfloat16", "sdpa"), "bf16 everywhere")
 PATHS.add(
     "bf16-fp32attn",
@@ -118,8 +118,8 @@ def cpu_features(cpuinfo: str | None = None) -> str:
     matmul instruction sets (``/proc/cpuinfo``; empty where it does not exist).
 
     Cloud VMs often report only a vendor line ("AMD EPYC") for CPUs with and without
-    AVX-512-bf16, where bf16 runs ≈ 2.5× fp32's speed on one and ≈ 5× slower (emulated) on the
-    other; a cache keyed by the name alone would reuse the wrong choice.
+    AVX-512-bf16, where bf16 beats fp32 on one and is emulated, far slower, on the other; a
+    cache keyed by the name alone would reuse the wrong choice.
     """
     fields = _first_processor(cpuinfo)
     flags = set(fields.get("flags", "").split())
@@ -182,8 +182,10 @@ def write_cached(path: Path, key: str, record: dict[str, Any]) -> None:
 def probe_seconds(model: Any, path: ComputePath, *, tokens: int, layers: int, reps: int) -> float:
     """Seconds of one forward of a `layers`-layer slice of `model` on `path` at `tokens` tokens
     (best of `reps`, after one warm-up)."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     from longrope_opt.patching import set_attention
 
     piece = _slice(model, layers).to(getattr(torch, path.dtype))
@@ -226,6 +228,7 @@ def choose_path(
 ) -> PathChoice:
     """The fastest of `candidates` on this CPU: from `cache` when it has this CPU, else measured
     on `model` (any dtype; it is not modified) and stored in `cache`."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
     cpu = cpu_name()

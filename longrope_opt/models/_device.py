@@ -20,32 +20,34 @@ def resolve_device(device: str) -> str:
     Raises:
         InvalidArgumentError: Another string, CUDA asked for without CUDA, or N out of range.
     """
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
     if not isinstance(device, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
         raise InvalidArgumentError(
-            f"`--device` must be auto, cpu, cuda or cuda:N, got {device!r}."
+            f"`device` must be auto, cpu, cuda or cuda:N, got {device!r}."
         )
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise InvalidArgumentError(
-                f"`--device` {device!r} needs CUDA, and torch sees none here "
-                f"(torch {torch.__version__}); use --device cpu."
+                f"`device` {device!r} needs CUDA, and torch sees none here "
+                f"(torch {torch.__version__}); use `device` 'cpu'."
             )
         index = int(device.split(":")[1]) if ":" in device else 0
         if index >= torch.cuda.device_count():
             raise InvalidArgumentError(
-                f"`--device` {device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                f"`device` {device!r}: this machine has {torch.cuda.device_count()} CUDA "
                 "device(s)."
             )
     return device
 
 
 def cuda_path(device: str) -> str:
-    """The compute path `--dtype auto` takes on a CUDA device: bf16 where the GPU supports it
+    """The compute path `dtype auto` takes on a CUDA device: bf16 where the GPU supports it
     (Ampere and later), else fp16. No probe: on GPUs the half-precision kernels always win."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
     return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
@@ -77,16 +79,16 @@ def choose_attention(device: str, requested: str | None, model_class: Any = None
     if requested == "flash_attention_2":
         if not on_cuda:
             raise InvalidArgumentError(
-                f"`--attn flash_attention_2` needs a CUDA device, got --device {device!r}."
+                f"`attn` 'flash_attention_2' needs a CUDA device, got `device` {device!r}."
             )
         if not flash_attention_installed():
             raise InvalidArgumentError(
-                "`--attn flash_attention_2` needs flash-attn: pip install 'longrope-opt[gpu]'."
+                "`attn` 'flash_attention_2' needs flash-attn: pip install 'longrope-opt[gpu]'."
             )
         if not supported:
             raise InvalidArgumentError(
-                f"`--attn flash_attention_2`: {model_class.__name__} does not support flash-attn; "
-                "use --attn sdpa."
+                f"`attn` 'flash_attention_2': {model_class.__name__} does not support flash-attn; "
+                "use `attn` 'sdpa'."
             )
         return requested
     if requested is not None:
@@ -98,6 +100,7 @@ def choose_attention(device: str, requested: str | None, model_class: Any = None
 
 def reset_peak_memory(device: Any) -> None:
     """Start counting peak memory on a CUDA device (nothing elsewhere)."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
     if getattr(device, "type", str(device)).startswith("cuda"):
@@ -106,6 +109,7 @@ def reset_peak_memory(device: Any) -> None:
 
 def peak_memory_mb(device: Any) -> float | None:
     """Peak memory allocated on a CUDA device since the last reset, in MB; None elsewhere."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
     if not getattr(device, "type", str(device)).startswith("cuda"):

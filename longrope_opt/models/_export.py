@@ -75,7 +75,7 @@ def check_output_dir(
     *,
     overwrite: bool = False,
     source: str | None = None,
-    flag: str = "output_dir",
+    param: str = "output_dir",
 ) -> Path:
     """Refuse to write a model directory over something that matters, before any work is done.
 
@@ -83,21 +83,21 @@ def check_output_dir(
     `overwrite`: an existing non-empty directory. A missing parent directory is created later.
 
     Raises:
-        InvalidArgumentError: One line naming `flag` and the reason.
+        InvalidArgumentError: One line naming `param` and the reason.
     """
     out = Path(path).expanduser()
     if source is not None:
         src = Path(source).expanduser()
         if src.exists() and out.exists() and src.resolve() == out.resolve():
             raise InvalidArgumentError(
-                f"`{flag}` {str(out)!r} is the source model's own directory; write elsewhere."
+                f"`{param}` {str(out)!r} is the source model's own directory; write elsewhere."
             )
     if out.exists() and not out.is_dir():
-        raise InvalidArgumentError(f"`{flag}` {str(out)!r} is an existing file, not a directory.")
+        raise InvalidArgumentError(f"`{param}` {str(out)!r} is an existing file, not a directory.")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise InvalidArgumentError(
-            f"`{flag}` {str(out)!r} exists and is not empty; choose a new directory or pass "
-            "--overwrite."
+            f"`{param}` {str(out)!r} exists and is not empty; choose a new directory or pass "
+            "`overwrite`."
         )
     return out
 
@@ -131,6 +131,7 @@ def export_model(
     Raises:
         InvalidArgumentError: Factors of the wrong length, or a target not beyond the trained length.
     """
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
     spec = RopeSpec.from_config(model.config)

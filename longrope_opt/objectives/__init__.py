@@ -1,36 +1,93 @@
-"""Optuna objectives over a patched model, and the plain evaluation they are built on."""
+"""Optuna objectives over a patched model, and the plain evaluation they are built on.
+
+The registry of objectives (`OBJECTIVES`) imports at once; everything else resolves on first
+use (PEP 562): the CLI builds its help from the registry without loading torch (seconds).
+"""
 
 from __future__ import annotations
 
-from longrope_opt.objectives._needle import NeedlePrompt
-from longrope_opt.objectives._needle import build_needle_prompt
-from longrope_opt.objectives._needle import build_needle_skip_prompt
-from longrope_opt.objectives._needle import needle_nll
-from longrope_opt.objectives._needle import needle_prompts
-from longrope_opt.objectives._needle import sentence_starts
-from longrope_opt.objectives._needle_objective import NeedlePerplexityObjective
-from longrope_opt.objectives._passkey import PasskeyObjective
-from longrope_opt.objectives._passkey import PasskeyPrompt
-from longrope_opt.objectives._passkey import PasskeyResult
-from longrope_opt.objectives._passkey import build_passkey_prompt
-from longrope_opt.objectives._passkey import evaluate_passkey
-from longrope_opt.objectives._perplexity import PerplexityResult
-from longrope_opt.objectives._perplexity import evaluate_perplexity
-from longrope_opt.objectives._perplexity import window_nll
-from longrope_opt.objectives._perplexity_objective import PerplexityObjective
-from longrope_opt.objectives._perplexity_objective import suggest_scaling
+import importlib
+from typing import TYPE_CHECKING
+from typing import Any
+
 from longrope_opt.objectives._registry import ENTRY_POINT_GROUP
 from longrope_opt.objectives._registry import OBJECTIVES
 from longrope_opt.objectives._registry import available_objectives
 from longrope_opt.objectives._registry import check_options
 from longrope_opt.objectives._registry import get_objective_factory
 from longrope_opt.objectives._registry import sample_length
-from longrope_opt.objectives._windows import Window
-from longrope_opt.objectives._windows import sliding_windows
-from longrope_opt.objectives._windows import truncate_window
+
+
+if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports on use
+    from longrope_opt.objectives._base import Objective
+    from longrope_opt.objectives._base import suggest_scaling
+    from longrope_opt.objectives._needle import NeedlePrompt
+    from longrope_opt.objectives._needle import build_needle_prompt
+    from longrope_opt.objectives._needle import build_needle_skip_prompt
+    from longrope_opt.objectives._needle import needle_nll
+    from longrope_opt.objectives._needle import needle_prompts
+    from longrope_opt.objectives._needle import sentence_starts
+    from longrope_opt.objectives._needle_objective import NeedlePerplexityObjective
+    from longrope_opt.objectives._passkey import PasskeyObjective
+    from longrope_opt.objectives._passkey import PasskeyPrompt
+    from longrope_opt.objectives._passkey import PasskeyResult
+    from longrope_opt.objectives._passkey import build_passkey_prompt
+    from longrope_opt.objectives._passkey import evaluate_passkey
+    from longrope_opt.objectives._passkey import passkey_prompts
+    from longrope_opt.objectives._passkey import passkey_results
+    from longrope_opt.objectives._passkey import passkey_trial
+    from longrope_opt.objectives._perplexity import PerplexityResult
+    from longrope_opt.objectives._perplexity import evaluate_perplexity
+    from longrope_opt.objectives._perplexity import window_nll
+    from longrope_opt.objectives._perplexity_objective import PerplexityObjective
+    from longrope_opt.objectives._windows import Window
+    from longrope_opt.objectives._windows import sliding_windows
+    from longrope_opt.objectives._windows import truncate_window
+
+#: Public name -> the module that defines it (imported on first access).
+_LAZY = {
+    "Objective": "_base",
+    "suggest_scaling": "_base",
+    "NeedlePrompt": "_needle",
+    "build_needle_prompt": "_needle",
+    "build_needle_skip_prompt": "_needle",
+    "needle_nll": "_needle",
+    "needle_prompts": "_needle",
+    "sentence_starts": "_needle",
+    "NeedlePerplexityObjective": "_needle_objective",
+    "PasskeyObjective": "_passkey",
+    "PasskeyPrompt": "_passkey",
+    "PasskeyResult": "_passkey",
+    "build_passkey_prompt": "_passkey",
+    "evaluate_passkey": "_passkey",
+    "passkey_prompts": "_passkey",
+    "passkey_results": "_passkey",
+    "passkey_trial": "_passkey",
+    "PerplexityResult": "_perplexity",
+    "evaluate_perplexity": "_perplexity",
+    "window_nll": "_perplexity",
+    "PerplexityObjective": "_perplexity_objective",
+    "Window": "_windows",
+    "sliding_windows": "_windows",
+    "truncate_window": "_windows",
+}
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
 
 
 __all__ = [
+    "Objective",
     "NeedlePerplexityObjective",
     "NeedlePrompt",
     "build_needle_prompt",
@@ -43,6 +100,9 @@ __all__ = [
     "PasskeyResult",
     "build_passkey_prompt",
     "evaluate_passkey",
+    "passkey_prompts",
+    "passkey_results",
+    "passkey_trial",
     "ENTRY_POINT_GROUP",
     "OBJECTIVES",
     "sample_length",

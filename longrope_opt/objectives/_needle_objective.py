@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,35 +10,30 @@ import optuna
 import torch
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.models import reset_peak_memory
+from longrope_opt.objectives._base import Objective
 from longrope_opt.objectives._needle import DEFAULT_DEPTHS
 from longrope_opt.objectives._needle import needle_nll
 from longrope_opt.objectives._needle import needle_prompts
 from longrope_opt.objectives._needle import prompts_hash
-from longrope_opt.objectives._perplexity import _layer_progress
-from longrope_opt.objectives._perplexity import _maybe_patch
-from longrope_opt.objectives._perplexity import _safe_exp
-from longrope_opt.objectives._perplexity_objective import OUT_OF_MEMORY
-from longrope_opt.objectives._perplexity_objective import fail_out_of_memory
-from longrope_opt.objectives._perplexity_objective import record_peak_memory
-from longrope_opt.objectives._perplexity_objective import suggest_scaling
+from longrope_opt.objectives._perplexity import evaluate_perplexity
+from longrope_opt.objectives._perplexity import layer_progress
+from longrope_opt.objectives._perplexity import safe_exp
+from longrope_opt.rope import RopeScaling
 from longrope_opt.space import SearchSpace
 
 
 MODES = ("full", "skip")
-#: The study user attr describing the prompts every trial was scored on.
-PROMPTS_KEY = "longrope_opt:needle_prompts"
 
 
-class NeedlePerplexityObjective:
+class NeedlePerplexityObjective(Objective):
     """Perplexity of the answer tokens of needle prompts (LongRoPE2's needle-driven perplexity).
 
     One prompt per (document, depth) (`longrope_opt.objectives.needle_prompts`), the same for
     every trial. Per prompt, the answer's mean NLL is reported (``trial.report``, step = prompt
     index: paired values, so ``optuna.pruners.WilcoxonPruner`` can stop a losing candidate); the
     value is exp(Σ answer NLL / Σ answer tokens). The answers retrieved greedily are counted in
-    the ``needle_correct`` user attr. The prompts' description (count, depths, hash) is stored
-    in the study once, under `PROMPTS_KEY`.
+    the ``needle_correct`` user attr. The prompts' description (count, depths, hash) is recorded
+    in the study once (`study_record`); a study scored on other prompts is not continued.
 
     Args:
         model: A loaded RoPE causal LM.
@@ -54,7 +49,7 @@ class NeedlePerplexityObjective:
         progress: Progress bar over decoder layers.
     """
 
-    direction = "minimize"
+    value_name = "needle perplexity"
 
     def __init__(
         self,
@@ -75,10 +70,8 @@ class NeedlePerplexityObjective:
             raise InvalidArgumentError(
                 "`tokenizer` is required (or `samples` from `load_samples`, which carry it)."
             )
-        self.model = model
-        self.space = space
+        super().__init__(model, samples, space=space, progress=progress)
         self.mode = mode
-        self.progress = progress
         self.prompts = needle_prompts(
             tokenizer,
             list(samples),
@@ -117,7 +110,7 @@ class NeedlePerplexityObjective:
                 "skip_tokens, seed."
             )
         if mode not in MODES:
-            raise InvalidArgumentError(f"`--mode` must be one of {list(MODES)}, got {mode!r}.")
+            raise InvalidArgumentError(f"`mode` must be one of {list(MODES)}, got {mode!r}.")
         if len(depths) < 4 or any(not 0.0 <= float(d) <= 1.0 for d in depths):
             raise InvalidArgumentError(
                 f"`depths` must be at least 4 numbers in [0, 1], got {list(depths)!r}."
@@ -128,7 +121,7 @@ class NeedlePerplexityObjective:
             or not 64 <= skip_tokens <= target_length
         ):
             raise InvalidArgumentError(
-                f"`--skip-tokens` must be an integer in [64, --target-length = {target_length}], "
+                f"`skip_tokens` must be an integer in [64, `target_length` = {target_length}], "
                 f"got {skip_tokens!r}."
             )
 
@@ -139,46 +132,36 @@ class NeedlePerplexityObjective:
         """Tokens each document needs: the window, or `skip_tokens` in ``"skip"`` mode."""
         return int(skip_tokens) if mode == "skip" else int(target_length)
 
-    def __call__(self, trial: optuna.Trial) -> float:
-        scaling = suggest_scaling(trial, self.space)
-        stored = trial.study.user_attrs.get(PROMPTS_KEY)
-        if stored is None:
-            trial.study.set_user_attr(PROMPTS_KEY, self.description)
-        elif stored.get("hash") != self.description["hash"]:
-            # Values on other prompts are not comparable (nor paired for the pruner).
-            raise InvalidArgumentError(
-                f"study {trial.study.study_name!r} was scored on other needle prompts (hash "
-                f"{stored.get('hash')} vs {self.description['hash']} now: another corpus, seed, "
-                "length or release); use a new `--study-name`."
-            )
-        device = self.model.get_output_embeddings().weight.device
-        reset_peak_memory(device)
-        try:
-            nll_sum, tokens = self._score(trial, scaling)
-        except OUT_OF_MEMORY as exc:
-            return fail_out_of_memory(trial, exc)
-        record_peak_memory(trial, device)
-        value = _safe_exp(nll_sum / tokens)
-        if not math.isfinite(value):
-            trial.set_user_attr("failure", f"non-finite needle perplexity ({value})")
-            return math.nan
-        return value
+    def study_record(self) -> dict[str, Any]:
+        """The prompts every trial is scored on (count, depths, positions, hash)."""
+        return self.description
 
-    def _score(self, trial: optuna.Trial, scaling: Any) -> tuple[float, int]:
-        # Every prompt under one patch; reported one by one (paired values for WilcoxonPruner).
+    def same_record(self, stored: Any) -> bool:
+        """Values on other prompts are not comparable (nor paired for the pruner)."""
+        return isinstance(stored, dict) and stored.get("hash") == self.description["hash"]
+
+    def mismatch(self, stored: Any) -> str:
+        """Which prompts the study was scored on, against these."""
+        return (
+            f"was scored on other needle prompts (hash {stored.get('hash')} vs "
+            f"{self.description['hash']} now: another corpus, seed, length or release)"
+        )
+
+    def full_fidelity(self, samples: Any) -> Callable[[RopeScaling], float]:
+        """Full-length perplexity of `samples` (needle perplexity is a proxy of it)."""
+        return lambda scaling: evaluate_perplexity(self.model, samples, scaling).ppl
+
+    def measure(self, trial: optuna.Trial, scaling: Any) -> float:
+        """exp(Σ answer NLL / Σ answer tokens); each prompt's mean answer NLL reported."""
         nll_sum, tokens, correct, per_prompt = 0.0, 0, 0, []
         layers = len(self.prompts) if self.progress else 0
-        with torch.inference_mode(), _maybe_patch(self.model, scaling):
-            with _layer_progress(self.model, layers):
-                for i, prompt in enumerate(self.prompts):
-                    nll, ok = needle_nll(self.model, prompt)
-                    a = prompt.answer_span[1] - prompt.answer_span[0]
-                    nll_sum, tokens, correct = nll_sum + nll, tokens + a, correct + int(ok)
-                    per_prompt.append(round(nll / a, 6))
-                    trial.set_user_attr("needle_nll", per_prompt)
-                    trial.set_user_attr("needle_correct", correct)
-                    if math.isfinite(per_prompt[-1]):
-                        trial.report(per_prompt[-1], step=i)
-                    if trial.should_prune():
-                        raise optuna.TrialPruned(f"pruned after {i + 1} needle prompt(s)")
-        return nll_sum, tokens
+        with layer_progress(self.model, layers):
+            for i, prompt in enumerate(self.prompts):
+                nll, ok = needle_nll(self.model, prompt)
+                a = prompt.answer_span[1] - prompt.answer_span[0]
+                nll_sum, tokens, correct = nll_sum + nll, tokens + a, correct + int(ok)
+                per_prompt.append(round(nll / a, 6))
+                trial.set_user_attr("needle_nll", per_prompt)
+                trial.set_user_attr("needle_correct", correct)
+                self.report(trial, per_prompt[-1], i)
+        return safe_exp(nll_sum / tokens)

@@ -11,6 +11,8 @@ a handful of positions). The key tokens' NLL from the same forward is the smooth
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -18,11 +20,15 @@ from typing import Any
 import numpy as np
 import optuna
 import torch
+from tqdm.auto import tqdm
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.models import chunked_nll
 from longrope_opt.models import decoder_hidden
+from longrope_opt.objectives._base import Objective
 from longrope_opt.objectives._perplexity import _maybe_patch
+from longrope_opt.patching import can_share_prefix
+from longrope_opt.patching import shared_prefix
 from longrope_opt.rope import RopeScaling
 from longrope_opt.space import SearchSpace
 
@@ -148,6 +154,73 @@ def passkey_trial(model: Any, prompt: PasskeyPrompt) -> tuple[bool, float]:
     return correct == a, float(nll)
 
 
+def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
+    n = min(a.numel(), b.numel())
+    differ = (a[:n] != b[:n]).nonzero()
+    return int(differ[0]) if differ.numel() else n
+
+
+def passkey_results(
+    model: Any, prompts: Sequence[PasskeyPrompt], *, share_prefix: bool | None = None
+) -> Iterator[tuple[int, bool, float]]:
+    """``(index, correct, answer NLL)`` for each prompt, yielded as each is measured.
+
+    Prompts of one length share their beginning (instruction and filler up to the key). On the
+    CPU that beginning runs once and each prompt only from where it departs from it
+    (`longrope_opt.patching.shared_prefix`): the same numbers as one forward per prompt, at
+    ≈ 0.6 of the cost for keys at uniform depths. Prompts then run deepest key first; yielding
+    each result lets a caller store it at once and stop early.
+
+    Args:
+        model: A loaded causal LM (already patched with the scaling to measure).
+        prompts: Passkey prompts.
+        share_prefix: Share the beginning (default: for two or more prompts where
+            `longrope_opt.patching.can_share_prefix`: the CPU with SDPA attention).
+    """
+
+    if share_prefix is None:
+        share_prefix = len(prompts) > 1 and can_share_prefix(model)
+    if not share_prefix:
+        for i, prompt in enumerate(prompts):
+            yield (i, *passkey_trial(model, prompt))
+        return
+    order = sorted(range(len(prompts)), key=lambda i: (-prompts[i].key_span[0], i))
+    base = prompts[order[0]].ids[: prompts[order[0]].key_span[0]]
+    with shared_prefix(model) as shared:
+        shared.capture(base)
+        alone = []
+        for i in order:
+            prompt = prompts[i]
+            ids = torch.cat([prompt.ids, prompt.answer_ids])  # (T + A,)
+            # never past the last prompt token: its hidden state predicts the answer
+            start = min(_common_prefix(ids, base), prompt.ids.numel() - 1)
+            if start < 1:  # nothing shared: measured whole, after the shared ones
+                alone.append(i)
+                continue
+            hidden = shared.continue_from(start, ids[start:])  # (T + A − start, H)
+            n, a = prompt.ids.numel() - start, prompt.answer_ids.numel()
+            nll, correct = chunked_nll(model, hidden[n - 1 : n - 1 + a], prompt.answer_ids)
+            yield i, correct == a, float(nll)
+    for i in alone:
+        yield (i, *passkey_trial(model, prompts[i]))
+
+
+def passkey_prompts(
+    tokenizer: Any, length: int, *, n_trials: int, seed: int = 0, start: int = 0
+) -> list[PasskeyPrompt]:
+    """Prompts ``start … n_trials − 1`` of `seed` at `length` (the same in every call).
+
+    Keys and depths come from ``numpy.random.default_rng([seed, length])``: every method sees the
+    same prompts at a length, and a length's prompts do not depend on which other lengths run.
+    """
+    rng = np.random.default_rng([seed, length])
+    draws = [(int(rng.integers(10000, 100000)), float(rng.uniform())) for _ in range(n_trials)]
+    return [
+        build_passkey_prompt(tokenizer, length, key=key, depth=depth)
+        for key, depth in draws[start:]
+    ]
+
+
 def evaluate_passkey(
     model: Any,
     tokenizer: Any,
@@ -161,8 +234,9 @@ def evaluate_passkey(
 ) -> PasskeyResult:
     """Passkey accuracy of `model` with `scaling` at `length` tokens.
 
-    Keys and depths come from ``numpy.random.default_rng([seed, length])``: every method sees the
-    same prompts at a length, and a length's prompts do not depend on which other lengths run.
+    Keys and depths come from ``numpy.random.default_rng([seed, length])`` (`passkey_prompts`):
+    every method sees the same prompts at a length. On the CPU the prompts share one forward
+    over their common beginning (`passkey_results`).
 
     Args:
         model: A loaded causal LM with RoPE.
@@ -185,31 +259,31 @@ def evaluate_passkey(
         raise InvalidArgumentError(f"`start` must be in [0, n_trials={n_trials}), got {start}.")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed!r}.")
-    rng = np.random.default_rng([seed, length])
-    draws = [(int(rng.integers(10000, 100000)), float(rng.uniform())) for _ in range(n_trials)]
-    prompts = [
-        build_passkey_prompt(tokenizer, length, key=key, depth=depth)
-        for key, depth in draws[start:]
-    ]
-    iterator: Any = prompts
+    prompts = passkey_prompts(tokenizer, length, n_trials=n_trials, seed=seed, start=start)
+    bar: Any = None
     if progress:
-        from tqdm.auto import tqdm
 
-        iterator = tqdm(prompts, desc=f"passkey {length}", leave=False, unit="key")
-    result = PasskeyResult(accuracy=math.nan, key_nll=math.nan)
+        bar = tqdm(total=len(prompts), desc=f"passkey {length}", leave=False, unit="key")
+    found: dict[int, tuple[bool, float]] = {}
     with torch.inference_mode(), _maybe_patch(model, scaling):
-        for prompt in iterator:
-            correct, nll = passkey_trial(model, prompt)
-            result.correct.append(correct)
-            result.nll.append(nll)
-            result.depths.append(prompt.depth)
+        for i, correct, nll in passkey_results(model, prompts):
+            found[i] = (correct, nll)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    result = PasskeyResult(accuracy=math.nan, key_nll=math.nan)
+    for i, prompt in enumerate(prompts):
+        result.correct.append(found[i][0])
+        result.nll.append(found[i][1])
+        result.depths.append(prompt.depth)
     result.accuracy = sum(result.correct) / len(result.correct)
     tokens = sum(p.answer_ids.numel() for p in prompts)
     result.key_nll = sum(result.nll) / tokens
     return result
 
 
-class PasskeyObjective:
+class PasskeyObjective(Objective):
     """Passkey retrieval as an Optuna objective (lower is better).
 
     Args:
@@ -225,8 +299,6 @@ class PasskeyObjective:
         seed: Chooses keys and depths (the same for every trial of a study).
         progress: Progress bars.
     """
-
-    direction = "minimize"
 
     def __init__(
         self,
@@ -252,24 +324,20 @@ class PasskeyObjective:
             raise InvalidArgumentError(
                 "`tokenizer` is required (or `samples` from `load_samples`, which carry it)."
             )
-        self.model = model
-        self.space = space
+        super().__init__(model, samples, space=space, progress=progress)
         self.lengths = list(lengths or [space.target_length])
         self.n_trials = n_trials
         self.metric = metric
         self.seed = seed
-        self.progress = progress
 
-    def __call__(self, trial: optuna.Trial) -> float:
-        from longrope_opt.objectives._perplexity_objective import suggest_scaling
-
-        scaling = suggest_scaling(trial, self.space)
+    def measure(self, trial: optuna.Trial, scaling: RopeScaling) -> float:
+        """Mean over lengths of the error rate or the key tokens' NLL; each length reported."""
         values, accuracies = [], []
         for step, length in enumerate(self.lengths):
             result = evaluate_passkey(
                 self.model,
                 self.tokenizer,
-                scaling,
+                None,  # the base patched the model with `scaling`
                 length,
                 n_trials=self.n_trials,
                 seed=self.seed,
@@ -277,9 +345,6 @@ class PasskeyObjective:
             )
             accuracies.append(result.accuracy)
             values.append(1.0 - result.accuracy if self.metric == "accuracy" else result.key_nll)
-            trial.report(values[-1], step=step)
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned after length {length}")
+            self.report(trial, values[-1], step)
         trial.set_user_attr("passkey_accuracy", dict(zip(map(str, self.lengths), accuracies)))
-        value = float(np.mean(values))
-        return value if math.isfinite(value) else math.nan
+        return float(np.mean(values))

@@ -16,6 +16,7 @@ from dataclasses import field
 from typing import Any
 
 import torch
+import tqdm.auto
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.models import chunked_nll
@@ -53,10 +54,10 @@ class PerplexityResult:
     @property
     def sample_ppl(self) -> list[float]:
         """Perplexity of each sample on its own."""
-        return [_safe_exp(n / t) for n, t in zip(self.sample_nll, self.sample_tokens)]
+        return [safe_exp(n / t) for n, t in zip(self.sample_nll, self.sample_tokens)]
 
 
-def _safe_exp(x: float) -> float:
+def safe_exp(x: float) -> float:
     if math.isnan(x):
         return math.nan
     return math.exp(x) if x < 700 else math.inf
@@ -114,7 +115,7 @@ def evaluate_perplexity(
         samples: 1-D token tensors (see `longrope_opt.data.load_samples`).
         scaling: The RoPE rescaling to apply; ``None`` evaluates the model as it is.
         mode: ``"truncate"`` — one window per sample over its first `window` tokens (the search;
-            LongRoPE's ``--truncate``); ``"sliding"`` — windows of `window` tokens every `stride`
+            LongRoPE's truncate option); ``"sliding"`` — windows of `window` tokens every `stride`
             tokens over the whole sample, each token scored once (evaluation tables).
         stride: Sliding stride (required for ``"sliding"``; the paper uses 256).
         window: Context length; defaults to the longest sample.
@@ -149,7 +150,7 @@ def evaluate_perplexity(
         )
 
     total = sum(len(windows_of(ids)[0]) for ids in samples) if progress else 0
-    with torch.inference_mode(), _maybe_patch(model, scaling), _layer_progress(model, total):
+    with torch.inference_mode(), _maybe_patch(model, scaling), layer_progress(model, total):
         for i, ids in enumerate(samples):
             windows, positions = windows_of(ids)
             nll, count = 0.0, 0
@@ -162,23 +163,23 @@ def evaluate_perplexity(
             result.sample_tokens.append(count)
             result.nll_sum += nll
             result.n_tokens += count
-            result.ppl = _safe_exp(result.nll_sum / result.n_tokens)
+            result.ppl = safe_exp(result.nll_sum / result.n_tokens)
             if on_sample is not None:
                 on_sample(i, result)
     return result
 
 
 @contextlib.contextmanager
-def _layer_progress(model: Any, windows: int) -> Iterator[None]:
+def layer_progress(model: Any, windows: int) -> Iterator[None]:
     # A 16k evaluation of one document takes minutes: count decoder layers as they finish (a
     # forward hook runs outside a compiled forward, so fused layers are not recompiled).
     if not windows:
         yield
         return
-    from tqdm.auto import tqdm
 
     layers = list(getattr(model.get_decoder(), "layers", []))
-    bar = tqdm(total=windows * len(layers), desc="layers", unit="layer", leave=False)
+    # looked up on use: `tqdm.auto.tqdm` is the notebook or terminal bar of this process
+    bar = tqdm.auto.tqdm(total=windows * len(layers), desc="layers", unit="layer", leave=False)
 
     def count(*_: Any) -> None:
         # A forward hook that returns anything but None replaces the layer's output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,8 +11,7 @@ import optuna
 import torch
 
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.models import peak_memory_mb
-from longrope_opt.models import reset_peak_memory
+from longrope_opt.objectives._base import Objective
 from longrope_opt.objectives._perplexity import MODES
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
@@ -22,24 +22,10 @@ from longrope_opt.space import SearchSpace
 REPORTS = ("running", "sample")
 
 
-def suggest_scaling(trial: optuna.Trial, space: SearchSpace) -> RopeScaling:
-    """The trial's `RopeScaling`, with what was applied recorded in its user attrs.
-
-    n̂ and t go to user attrs even when the space fixes them (export reads them), and a proposal
-    the space had to repair (a baseline's non-monotone λ, evaluated sorted) is marked `repaired`.
-    """
-    scaling = space.suggest(trial)
-    trial.set_user_attr("n_hat", scaling.n_hat)
-    trial.set_user_attr("attention_scale", scaling.attention_scale)
-    if space.is_repaired(trial.params):
-        trial.set_user_attr("repaired", space.repair)
-    return scaling
-
-
-class PerplexityObjective:
+class PerplexityObjective(Objective):
     """Perplexity of the model rescaled by the trial's parameters, on long samples.
 
-    Per trial: the parameters become a `RopeScaling` (through `SearchSpace`, the same helper the
+    Per trial (see `Objective` for the plumbing): the parameters become a `RopeScaling` (through `SearchSpace`, the same helper the
     sampler uses), the model is patched in place (no reload), and the samples are evaluated. After
     each sample the running perplexity is reported (``trial.report``, step = sample index), so a
     pruner such as ``optuna.pruners.WilcoxonPruner`` can stop a losing candidate early. Per-sample
@@ -63,8 +49,7 @@ class PerplexityObjective:
         >>> study.optimize(objective, n_trials=10)
     """
 
-    #: Direction of the returned value.
-    direction = "minimize"
+    value_name = "perplexity"
 
     def __init__(
         self,
@@ -87,15 +72,12 @@ class PerplexityObjective:
             skip_chunks=skip_chunks,
             report=report,
         )
-        self.model = model
-        self.samples = list(samples)
-        self.space = space
+        super().__init__(model, list(samples), space=space, progress=progress)
         self.mode = mode
         self.stride = stride
         self.skip_tokens = skip_tokens
         self.skip_chunks = skip_chunks
-        self.report = report
-        self.progress = progress
+        self.report_as = report
 
     @staticmethod
     def validate(
@@ -108,7 +90,7 @@ class PerplexityObjective:
         report: str = "running",
         **unknown: Any,
     ) -> None:
-        """Check the options before any model loads (messages name the CLI flags).
+        """Check the options before any model loads.
 
         Raises:
             InvalidArgumentError: An unknown option, or a value outside its range.
@@ -121,22 +103,22 @@ class PerplexityObjective:
         if report not in REPORTS:
             raise InvalidArgumentError(f"`report` must be one of {list(REPORTS)}, got {report!r}.")
         if mode not in MODES:
-            raise InvalidArgumentError(f"`--mode` must be one of {list(MODES)}, got {mode!r}.")
+            raise InvalidArgumentError(f"`mode` must be one of {list(MODES)}, got {mode!r}.")
         if mode == "sliding" and (not isinstance(stride, int) or stride < 1):
             raise InvalidArgumentError(
-                f"`--stride` must be an integer >= 1 with --mode sliding (e.g. 256), got {stride!r}."
+                f"`stride` must be an integer >= 1 with `mode` 'sliding' (e.g. 256), got {stride!r}."
             )
         if mode == "skip":
             if not isinstance(skip_chunks, int) or skip_chunks < 2:
                 raise InvalidArgumentError(
-                    f"`--skip-chunks` must be an integer >= 2, got {skip_chunks!r}."
+                    f"`skip_chunks` must be an integer >= 2, got {skip_chunks!r}."
                 )
             if not isinstance(skip_tokens, int) or not (
                 2 * skip_chunks <= skip_tokens <= target_length
             ):
                 raise InvalidArgumentError(
-                    f"`--skip-tokens` must be in [2 x --skip-chunks = {2 * skip_chunks}, "
-                    f"--target-length = {target_length}], got {skip_tokens!r}."
+                    f"`skip_tokens` must be in [2 x `skip_chunks` = {2 * skip_chunks}, "
+                    f"`target_length` = {target_length}], got {skip_tokens!r}."
                 )
 
     @staticmethod
@@ -144,67 +126,36 @@ class PerplexityObjective:
         """Tokens each sample needs: the target length, or `skip_tokens` in ``"skip"`` mode."""
         return int(options.get("skip_tokens", 1024)) if mode == "skip" else int(target_length)
 
-    def __call__(self, trial: optuna.Trial) -> float:
-        scaling = suggest_scaling(trial, self.space)
+    def full_fidelity(self, samples: Any) -> Callable[[RopeScaling], float]:
+        """Full-length perplexity of `samples` (what a ``skip``-mode search approximates)."""
+        return lambda scaling: evaluate_perplexity(self.model, samples, scaling).ppl
 
-        def report(i: int, running: PerplexityResult) -> None:
-            _record(trial, running)
+    def measure(self, trial: optuna.Trial, scaling: RopeScaling) -> float:
+        """Perplexity of the samples; the running value reported after each sample."""
+
+        def on_sample(i: int, running: PerplexityResult) -> None:
+            _record(trial, running)  # after every sample: a pruned trial still says its cost
             value = running.ppl
-            if self.report == "sample":
+            if self.report_as == "sample":
                 value = running.sample_nll[-1] / max(running.sample_tokens[-1], 1)
-            if math.isfinite(value):
-                trial.report(value, step=i)
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned after {i + 1} sample(s), ppl {running.ppl:.4g}")
+            self.report(trial, value, i)
 
-        device = self.model.get_output_embeddings().weight.device
-        reset_peak_memory(device)
-        try:
-            result = evaluate_perplexity(
-                self.model,
-                self.samples,
-                scaling,
-                mode=self.mode,
-                stride=self.stride,
-                window=self.space.target_length,
-                skip_tokens=self.skip_tokens,
-                skip_chunks=self.skip_chunks,
-                on_sample=report,
-                progress=self.progress,
-            )
-        except OUT_OF_MEMORY as exc:
-            return fail_out_of_memory(trial, exc)
-        record_peak_memory(trial, device)
-        if not math.isfinite(result.ppl):
-            trial.set_user_attr("failure", f"non-finite perplexity ({result.ppl})")
-            return math.nan  # Optuna fails the trial and the study goes on
+        result = evaluate_perplexity(
+            self.model,
+            self.samples,
+            None,  # the base patched the model with `scaling`
+            mode=self.mode,
+            stride=self.stride,
+            window=self.space.target_length,
+            skip_tokens=self.skip_tokens,
+            skip_chunks=self.skip_chunks,
+            on_sample=on_sample,
+            progress=self.progress,
+        )
         return result.ppl
 
 
-#: What a candidate too large for the device raises (CUDA; host memory on CPU).
-OUT_OF_MEMORY = (torch.OutOfMemoryError, MemoryError)
-
-
-def fail_out_of_memory(trial: optuna.Trial, exc: BaseException) -> float:
-    """This candidate did not fit (the patch is already undone by its context manager): fail
-    the trial with the reason stored, keep the study and the worker going; the next trial starts
-    from freed memory. Returns NaN, which Optuna records as a failed trial."""
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    trial.set_user_attr("failure", f"out of memory: {first[:200]}")
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    return math.nan
-
-
-def record_peak_memory(trial: optuna.Trial, device: torch.device) -> None:
-    """CUDA: what this candidate needed (user attr), for sizing the next run; CPU: nothing."""
-    peak = peak_memory_mb(device)
-    if peak is not None:
-        trial.set_user_attr("peak_gpu_memory_mb", round(peak, 1))
-
-
 def _record(trial: optuna.Trial, result: PerplexityResult) -> None:
-    # Written after every sample, so a pruned trial still says what it cost.
     trial.set_user_attr("sample_nll", [round(x, 6) for x in result.sample_nll])
     trial.set_user_attr("sample_tokens", list(result.sample_tokens))
     trial.set_user_attr("evaluated_tokens", int(result.n_tokens))

@@ -21,9 +21,9 @@ from longrope_opt.registry import Registry
 
 ENTRY_POINT_GROUP = "longrope_opt.objectives"
 
-#: Every objective, by the name `--objective` takes.
+#: Every objective, by the name the CLI's objective flag takes.
 OBJECTIVES: Registry[Callable[..., Any]] = Registry(
-    "objective", flag="--objective", entry_point_group=ENTRY_POINT_GROUP
+    "objective", param="objective", entry_point_group=ENTRY_POINT_GROUP
 )
 OBJECTIVES.add(
     "perplexity",

@@ -22,7 +22,7 @@ class Window(NamedTuple):
 
 
 def truncate_window(n_tokens: int, length: int) -> list[Window]:
-    """One window over the first `length` tokens (the search's mode; paper: ``--truncate``)."""
+    """One window over the first `length` tokens (the search's mode; paper: ``truncate``)."""
     if n_tokens < 2:
         raise InvalidArgumentError(f"`n_tokens` must be >= 2, got {n_tokens}.")
     end = min(n_tokens, length)

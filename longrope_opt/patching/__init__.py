@@ -16,6 +16,10 @@ from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._compile import fuse_elementwise
 from longrope_opt.patching._compile import is_fused
 from longrope_opt.patching._compile import unfuse_elementwise
+from longrope_opt.patching._prefix import PREFIX_ATTENTION
+from longrope_opt.patching._prefix import SharedPrefix
+from longrope_opt.patching._prefix import can_share_prefix
+from longrope_opt.patching._prefix import shared_prefix
 
 
 __all__ = [
@@ -29,4 +33,8 @@ __all__ = [
     "fuse_elementwise",
     "is_fused",
     "unfuse_elementwise",
+    "PREFIX_ATTENTION",
+    "SharedPrefix",
+    "can_share_prefix",
+    "shared_prefix",
 ]

@@ -13,11 +13,14 @@ from typing import Any
 
 #: Registered name of the fp32-attention implementation.
 SDPA_FP32 = "longrope_sdpa_fp32"
-#: Names `set_attention` accepts.
+#: Names `set_attention` accepts (and the CLI's attention flag offers).
 ATTENTION_IMPLEMENTATIONS = ("sdpa", SDPA_FP32, "eager", "flash_attention_2")
+#: Implementations switched on for a moment by this package (`_prefix.shared_prefix`).
+_INTERNAL = ("longrope_prefix",)
 
 
 def _sdpa_fp32(module: Any, query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+    # transformers on use: only where an attention is registered or run
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     dtype = query.dtype
@@ -33,6 +36,7 @@ def _sdpa_fp32(module: Any, query: Any, key: Any, value: Any, *args: Any, **kwar
 
 
 def _register() -> None:
+    # transformers on use: only where an attention is registered or run
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
     from transformers.masking_utils import sdpa_mask
@@ -45,7 +49,7 @@ def _register() -> None:
 def set_attention(model: Any, name: str) -> None:
     """Switch a loaded model's attention implementation to `name` (one of
     `ATTENTION_IMPLEMENTATIONS`); weights are untouched."""
-    if name not in ATTENTION_IMPLEMENTATIONS:
+    if name not in ATTENTION_IMPLEMENTATIONS and name not in _INTERNAL:
         raise ValueError(f"`attn` must be one of {list(ATTENTION_IMPLEMENTATIONS)}, got {name!r}.")
     if name == SDPA_FP32:
         _register()

@@ -1,11 +1,10 @@
 """Fuse a decoder's element-wise work with `torch.compile` (optional speed lever on CPU).
 
-At 16k tokens on CPU a quarter of a bf16 forward is element-wise work (RMSNorm, rotary
+On CPU a long forward spends a share of its time in element-wise work (RMSNorm, rotary
 application, SiLU·mul, residual adds, transposes, casts), each op a separate pass over
 (T, hidden) tensors. Compiling each decoder layer fuses those passes; SDPA stays the same
 extern kernel, and cos/sin come in as arguments from the (patched) rotary module, so RoPE
-patching works unchanged. Measured on smollm2-135m at 16k (bench/objective.py): 57 s → 44 s per
-evaluation with norms+MLP compiled; whole layers gain another ≈ 10% on a 4-layer slice.
+patching works unchanged. What it gains on a given CPU: `python bench/objective.py`.
 Compiled code is shared by all layers (nn-module inlining makes weights graph inputs), so the
 one-off compile does not grow with depth; a new sequence length compiles once more.
 """

@@ -27,12 +27,13 @@ from longrope_opt.rope._methods import yarn_attention_scale
 from longrope_opt.rope._spec import RopeScaling
 from longrope_opt.rope._spec import RopeSpec
 from longrope_opt.rope._stages import ShortLongScaling
+from longrope_opt.rope._stages import carry
 from longrope_opt.rope._stages import compose
 
 
 #: Every method maps ``(spec, target_length)`` to a `RopeScaling`. Add your own with the same
 #: signature (``METHODS.add(name, fn, help)``) to make it available to `eval` tables.
-METHODS: Registry[Callable[[RopeSpec, int], RopeScaling]] = Registry("method", flag="--methods")
+METHODS: Registry[Callable[[RopeSpec, int], RopeScaling]] = Registry("method", param="methods")
 METHODS.add("none", none, "the model as trained")
 METHODS.add("pi", pi, "position interpolation")
 METHODS.add("ntk", ntk, "NTK-aware")
@@ -68,6 +69,7 @@ __all__ = [
     "RopeSpec",
     "ShortLongScaling",
     "attention_scale_for",
+    "carry",
     "compose",
     "critical_dimension",
     "dynamic_ntk",

@@ -58,7 +58,7 @@ class RopeSpec:
 
     @property
     def n_factors(self) -> int:
-        """Length of a rescale vector: one factor per rotary frequency (``rotary_dim // 2``)."""
+        """How many factors a rescale vector has (one per rotary frequency, ``rotary_dim // 2``)."""
         return self.rotary_dim // 2
 
     def scale(self, target_length: int) -> float:

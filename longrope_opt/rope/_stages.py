@@ -17,12 +17,43 @@ Conventions (one place, so export, search and loading agree):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope._spec import RopeScaling
+
+
+def carry(scaling: RopeScaling, scale_from: float, scale_to: float) -> RopeScaling:
+    """Factors found for one scale, taken to another by one rule (a stand-in for a search there).
+
+    What grows with ln s grows by k = ln s' / ln s: λ' = λ^k (λ = 1 stays 1, λ = s becomes s', a
+    ramp s^(i/c) stays that ramp), t'² = 1 + (t² − 1)·k (LongRoPE's t² = 1 + ln s / ln L keeps
+    its form), n̂ is kept (it counts tokens). PI, NTK and YaRN-cd at s go to themselves at s'.
+
+    Args:
+        scaling: The factors found for `scale_from`.
+        scale_from: Its scale s = L'/L (> 1).
+        scale_to: The new scale s' (> 1).
+
+    Raises:
+        InvalidArgumentError: A scale <= 1, or a t too far below 1 to carry.
+    """
+
+    if not (scale_from > 1 and scale_to > 1):
+        raise InvalidArgumentError(
+            f"`scale_from` and `scale_to` must be > 1, got {scale_from} and {scale_to}."
+        )
+    k = math.log(scale_to) / math.log(scale_from)
+    t2 = 1.0 + (scaling.attention_scale**2 - 1.0) * k
+    if t2 <= 0:
+        raise InvalidArgumentError(
+            f"`attention_scale` {scaling.attention_scale} cannot be carried by k = {k:.3f}."
+        )
+    return RopeScaling(np.asarray(scaling.factors, dtype=np.float64) ** k, scaling.n_hat,
+                       math.sqrt(t2), method="carried")  # fmt: skip
 
 
 def compose(base: RopeScaling, relative: RopeScaling) -> RopeScaling:

@@ -3,11 +3,14 @@ builds its sampler from. No torch or transformers here."""
 
 from __future__ import annotations
 
+from longrope_opt.samplers._base import SpaceSampler
+from longrope_opt.samplers._index import read_trials
 from longrope_opt.samplers._longrope import SEED_METHODS
 from longrope_opt.samplers._longrope import LongRoPESampler
 from longrope_opt.samplers._longrope import enqueue_seeds
 from longrope_opt.samplers._longrope import enqueue_space_seeds
 from longrope_opt.samplers._nevergrad import NevergradSampler
+from longrope_opt.samplers._protocol import EvolutionSpace
 from longrope_opt.samplers._registry import DEFAULT_SAMPLERS
 from longrope_opt.samplers._registry import EVOLUTION_SAMPLERS
 from longrope_opt.samplers._registry import NEVERGRAD_OPTIMIZERS
@@ -19,6 +22,8 @@ from longrope_opt.samplers._state import trial_generation
 
 
 __all__ = [
+    "EvolutionSpace",
+    "SpaceSampler",
     "DEFAULT_SAMPLERS",
     "EVOLUTION_SAMPLERS",
     "NEVERGRAD_OPTIMIZERS",
@@ -31,5 +36,6 @@ __all__ = [
     "enqueue_seeds",
     "enqueue_space_seeds",
     "make_sampler",
+    "read_trials",
     "trial_generation",
 ]

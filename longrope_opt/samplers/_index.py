@@ -5,15 +5,60 @@ and decoding the whole study each time costs O(trials) per proposal — ≈ +120
 trials on SQLite. Finished trials (complete, pruned, failed) never change, so each is decoded
 once and its key kept in one set; per call, only the trials from the first unfinished one on are
 looked at (a handful: the running and waiting ones, one per worker, and those that finished since).
+
+Optuna's caches (the RDB cache and the gRPC proxy's client and server) fetch, after the first
+read, only the trials they know to be unfinished and those with an id above the last finished one
+they saw. On PostgreSQL, concurrent transactions commit out of id order: a trial whose row became
+visible after a later trial had finished is never fetched by a cache that saw the later one, and
+neither its claim nor its result would reach the sampler: its candidate could be proposed and
+evaluated again. Trial numbers are dense in a study, so such a trial leaves a gap in the
+numbers; `read_trials` fills each gap with a direct read by number, which every cache passes
+through to the database.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
+from collections.abc import Container
 from typing import Any
 
 import optuna
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
+
+
+def _number(trial: FrozenTrial) -> int:
+    return trial.number
+
+
+def read_trials(
+    storage: BaseStorage, study_id: int, *, known: Container[int] = ()
+) -> list[FrozenTrial]:
+    """Every trial of a study, sorted by number, with those a storage cache skipped read directly.
+
+    Args:
+        storage: The study's storage.
+        study_id: The study's id.
+        known: Trial numbers the caller already holds finished (not read again).
+
+    Returns:
+        The trials, uncopied (do not modify them).
+    """
+    trials = storage.get_all_trials(study_id, deepcopy=False)
+    if not trials or len(trials) == trials[-1].number + 1:
+        return trials  # dense: nothing skipped
+    have = {t.number for t in trials}
+    extra = []
+    for number in range(trials[-1].number):
+        if number in have or number in known:
+            continue
+        try:
+            trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+            extra.append(storage.get_trial(trial_id))
+        except KeyError:  # not visible to this storage yet either
+            continue
+    return sorted([*trials, *extra], key=lambda t: t.number)
 
 
 class TrialIndex:
@@ -42,12 +87,12 @@ class TrialIndex:
             self._study, self._finished, self._values, self._low = (
                 (id(storage), study_id), {}, set(), 0,
             )  # fmt: skip
-        # One read. Optuna's cached RDB storage fetches only new and unfinished trials from the
-        # database and returns its cache, sorted by number, uncopied; trial numbers run 0..n-1,
-        # so the list is indexed by number and the finished prefix is skipped without a look.
-        trials = storage.get_all_trials(study_id, deepcopy=False)
+        # One read. Optuna's cached storages fetch only new and unfinished trials and return
+        # their cache, sorted by number, uncopied, so the finished prefix is skipped by a binary
+        # search (a trial a cache skipped is read directly, see the module docstring).
+        trials = read_trials(storage, study_id, known=self._finished)
         live = []
-        for trial in trials[self._low :]:
+        for trial in trials[bisect.bisect_left(trials, self._low, key=_number) :]:
             if trial.number in self._finished:
                 continue
             if trial.state.is_finished():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from typing import Any
 
 import numpy as np
@@ -25,10 +24,7 @@ from longrope_opt.samplers._operators import mutate_adaptive
 from longrope_opt.samplers._operators import parent_spread
 from longrope_opt.samplers._operators import random_monotone
 from longrope_opt.samplers._operators import sample_around
-
-
-if TYPE_CHECKING:  # the OptunaHub package is generated from this file: no project import at run time
-    from longrope_opt.space import SearchSpace
+from longrope_opt.samplers._protocol import EvolutionSpace
 
 
 SEED_METHODS = ("pi", "ntk", "yarn")
@@ -66,7 +62,7 @@ class LongRoPESampler(SpaceSampler):
     ICML 2024, Algorithm 1 and Table 3 (P=64, N1=N2=16, p=0.3, top-k=32).
 
     Args:
-        space: The search space (the same `SearchSpace` the objective uses).
+        space: The search space (`EvolutionSpace`: the same `SearchSpace` the objective uses).
         population_size: P, the size of generation 0.
         num_mutations: N1, mutants per later generation.
         num_crossovers: N2, crossovers per later generation.
@@ -87,7 +83,7 @@ class LongRoPESampler(SpaceSampler):
     def __init__(
         self,
         *,
-        space: SearchSpace,
+        space: EvolutionSpace,
         population_size: int = 64,
         num_mutations: int = 16,
         num_crossovers: int = 16,
@@ -175,7 +171,7 @@ class LongRoPESampler(SpaceSampler):
             )
 
     def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
-        """``[(method, params)]`` of the seeds (PI, NTK, YaRN; see `SearchSpace.seed_scalings`),
+        """``[(method, params)]`` of the seeds (PI, NTK, YaRN, ...: the space's `seed_params`),
         ready for `study.enqueue_trial`."""
         return [(m, self._params_of(g)) for m, g in zip(self._seed_names, self._seed_genomes)]
 
@@ -329,11 +325,9 @@ class LongRoPESampler(SpaceSampler):
             claim = t.system_attrs.get(_state.CLAIM_KEY)
             if claim is not None and t.state == TrialState.RUNNING:
                 keys.add(_state.key_of_claim(claim))
-            params = (
-                t.params
-                if t.state != TrialState.WAITING
-                else t.system_attrs.get(_state.FIXED_PARAMS_KEY, {})
-            )
+            # An enqueued trial (a seed, a retry) holds its candidate in its fixed params from
+            # the moment it is queued; its params appear only as its objective suggests them.
+            params = {**t.system_attrs.get(_state.FIXED_PARAMS_KEY, {}), **t.params}
             genome = self._genome_of_params(params)
             if genome is not None:
                 keys.add(genome.key())
@@ -370,9 +364,9 @@ def enqueue_seeds(
 
 
 def enqueue_space_seeds(
-    study: Study, space: SearchSpace, methods: Sequence[str] | None = None
+    study: Study, space: EvolutionSpace, methods: Sequence[str] | None = None
 ) -> int:
-    """Enqueue the space's seeds (`SearchSpace.seed_params`) once, whatever the sampler: the
+    """Enqueue the space's seeds (its `seed_params`) once, whatever the sampler: the
     same PI/NTK/YaRN (or critical-dimension) starting points for TPE, CMA-ES, nevergrad or the
     plain evolution, so a comparison measures the search and not the seeding.
 

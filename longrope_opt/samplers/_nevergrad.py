@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers._base import SpaceSampler
-from longrope_opt.space import SearchSpace
+from longrope_opt.samplers._protocol import EvolutionSpace
 
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ _TOLD = (TrialState.COMPLETE, TrialState.PRUNED)
 
 def _import_nevergrad() -> Any:
     try:
+        # the optional extra `nevergrad`
         import nevergrad
     except ImportError as exc:
         raise ImportError(
@@ -47,7 +48,7 @@ def _import_nevergrad() -> Any:
 
 
 class NevergradSampler(SpaceSampler):
-    """A nevergrad optimizer as an Optuna sampler over a `SearchSpace`.
+    """A nevergrad optimizer as an Optuna sampler over an `EvolutionSpace`.
 
     Args:
         space: The LongRoPE search space (the objective's).
@@ -61,7 +62,7 @@ class NevergradSampler(SpaceSampler):
     def __init__(
         self,
         *,
-        space: SearchSpace,
+        space: EvolutionSpace,
         optimizer: str | Any = "NGOpt",
         budget: int | None = None,
         num_workers: int = 1,
@@ -107,10 +108,10 @@ class NevergradSampler(SpaceSampler):
         bounds = s.critical_bounds
         if bounds is not None:  # the critical shape: c is an integer parameter too
             parts["c"] = ng_.p.Scalar(lower=bounds[0], upper=bounds[1]).set_integer_casting()
-        if len(s.n_hat) > 1:
-            parts["n_hat"] = ng_.p.Choice(list(s.n_hat))
-        if s.attention == "search":
-            parts["t"] = ng_.p.Scalar(lower=s.attention_bounds[0], upper=s.attention_bounds[1])
+        if s.n_hat_choices is not None and len(s.n_hat_choices) > 1:
+            parts["n_hat"] = ng_.p.Choice(list(s.n_hat_choices))
+        if s.attention_range is not None:
+            parts["t"] = ng_.p.Scalar(lower=s.attention_range[0], upper=s.attention_range[1])
         param = ng_.p.Dict(**parts)
         param.random_state = np.random.RandomState(self._seed)
         return param
@@ -126,15 +127,15 @@ class NevergradSampler(SpaceSampler):
         if decoded is None:
             return None
         factors, n_hat, t = decoded
-        first = s.spec.n_factors - len(s.param_names)
+        first = len(s.names) - len(s.param_names)
         value: dict[str, Any] = {"lam": np.clip(factors[first:], s.low, s.high)}
         critical = s.critical_of(params)
         if critical is not None:
             value["c"] = critical
-        if len(s.n_hat) > 1:
+        if s.n_hat_choices is not None and len(s.n_hat_choices) > 1:
             value["n_hat"] = n_hat
-        if s.attention == "search":
-            lo, hi = s.attention_bounds
+        if s.attention_range is not None:
+            lo, hi = s.attention_range
             value["t"] = float(min(max(lo if t is None else t, lo), hi))
         return value
 
@@ -196,8 +197,8 @@ class NevergradSampler(SpaceSampler):
         self._asked[trial.number] = candidate
         value = candidate.value
         s = self._space
-        factors = np.ones(s.spec.n_factors)
-        factors[s.spec.n_factors - len(s.param_names) :] = value["lam"]
+        factors = np.ones(len(s.names))
+        factors[len(s.names) - len(s.param_names) :] = value["lam"]
         critical = int(value["c"]) if "c" in value else None
         params = s.encode(factors, value.get("n_hat", 0), value.get("t"), critical=critical)
         return {k: v for k, v in params.items() if k in search_space}

@@ -15,13 +15,15 @@ import optuna
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.registry import Registry
-from longrope_opt.space import SearchSpace
+from longrope_opt.samplers._longrope import LongRoPESampler
+from longrope_opt.samplers._nevergrad import NevergradSampler
+from longrope_opt.samplers._protocol import EvolutionSpace
 
 
 SamplerFactory = Callable[..., optuna.samplers.BaseSampler]
 
-#: Every sampler, by the name `--sampler` / `--samplers` take.
-SAMPLERS: Registry[SamplerFactory] = Registry("sampler", flag="--sampler")
+#: Every sampler, by the name the CLI's sampler flags take.
+SAMPLERS: Registry[SamplerFactory] = Registry("sampler", param="sampler")
 
 #: The reference the others are measured against: the paper's evolution without its seeds,
 #: without dedup and without pruning.
@@ -36,48 +38,44 @@ NEVERGRAD_OPTIMIZERS = {
 }
 
 
-def _longrope(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
-    from longrope_opt.samplers._longrope import LongRoPESampler
+def _longrope(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
 
     return LongRoPESampler(space=space, seed=seed, **options)
 
 
-def _evolution(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
-    from longrope_opt.samplers._longrope import LongRoPESampler
+def _evolution(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
 
     # The paper's plain GA is the reference point: always Algorithm 1's operators.
     options = {**options, "operators": "paper"}
     return LongRoPESampler(space=space, seed=seed, seeded=False, dedup=False, **options)
 
 
-def _adaptive(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
-    from longrope_opt.samplers._longrope import LongRoPESampler
+def _adaptive(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
 
     options = {**options, "operators": "adaptive"}
     return LongRoPESampler(space=space, seed=seed, **options)
 
 
 def _nevergrad(optimizer: str) -> SamplerFactory:
-    def factory(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
-        from longrope_opt.samplers._nevergrad import NevergradSampler
+    def factory(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
 
         return NevergradSampler(space=space, optimizer=optimizer, budget=budget, seed=seed)
 
     return factory
 
 
-def _tpe(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+def _tpe(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
     with warnings.catch_warnings():  # `multivariate` is experimental; chosen on purpose
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(multivariate=True, seed=seed)
 
 
-def _cmaes(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+def _cmaes(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
     # n_hat is categorical: CMA-ES samples it independently (on purpose, no warning).
     return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
 
 
-def _random(space: SearchSpace, seed: int, budget: int, **options: Any) -> Any:
+def _random(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
     return optuna.samplers.RandomSampler(seed=seed)
 
 
@@ -102,15 +100,15 @@ EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION, "longrope-adaptive")
 def check_sampler_names(names: Sequence[str]) -> None:
     """One clear error for an unknown or repeated sampler name."""
     for name in names:
-        SAMPLERS.check(name, flag="--samplers")
+        SAMPLERS.check(name, param="samplers")
     if len(set(names)) != len(names):
-        raise InvalidArgumentError(f"`--samplers` must not repeat a name, got {list(names)}.")
+        raise InvalidArgumentError(f"`samplers` must not repeat a name, got {list(names)}.")
 
 
 def make_sampler(
     name: str,
     *,
-    space: SearchSpace,
+    space: EvolutionSpace,
     seed: int,
     budget: int,
     options: dict[str, Any] | None = None,

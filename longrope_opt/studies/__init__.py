@@ -1,59 +1,73 @@
 """Studies: a search defined once (`SearchConfig`) and run by `run_search`; storage URLs,
-create-or-resume with provenance, run to a total budget, comparisons, export, and the base stage
-of a secondary (progressive) search."""
+create-or-resume with provenance, run to a total budget, re-rank, retrieval guard, the winner a
+study exports and by which rule, comparisons, export, and the base stage of a secondary search.
+What a study records about itself is read and written in one place, `longrope_opt.record`
+(also `longrope_opt.studies.record`).
+"""
 
 from __future__ import annotations
 
+from longrope_opt import record
+from longrope_opt.errors import StorageError
+from longrope_opt.record import base_from_record
+from longrope_opt.record import base_record
+from longrope_opt.record import study_documents
 from longrope_opt.studies._compare import comparison_study_name
-from longrope_opt.studies._compare import make_pruner
 from longrope_opt.studies._compare import pending_studies
 from longrope_opt.studies._compare import run_comparison
+from longrope_opt.studies._compare_report import SamplerSummary
+from longrope_opt.studies._compare_report import SeedRun
 from longrope_opt.studies._compare_report import format_table
 from longrope_opt.studies._compare_report import full_eval_tokens
 from longrope_opt.studies._compare_report import read_comparison
 from longrope_opt.studies._compare_report import write_html
-from longrope_opt.studies._config import CONFIG_KEY
 from longrope_opt.studies._config import SearchConfig
-from longrope_opt.studies._export import best_scaling
+from longrope_opt.studies._config import make_pruner
 from longrope_opt.studies._export import export_best
 from longrope_opt.studies._export import factors_with_length
 from longrope_opt.studies._export import load_factors
 from longrope_opt.studies._export import load_named_study
-from longrope_opt.studies._export import space_of_study
+from longrope_opt.studies._guard import GUARD_SEED
+from longrope_opt.studies._guard import GuardResult
+from longrope_opt.studies._guard import guard_study
 from longrope_opt.studies._provenance import build_provenance
 from longrope_opt.studies._provenance import provenance_of
-from longrope_opt.studies._rerank import RERANK_KEY
 from longrope_opt.studies._rerank import rerank_study
-from longrope_opt.studies._rerank import reranked_best
 from longrope_opt.studies._run import finished_trials
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
-from longrope_opt.studies._search import TOTAL_KEY
 from longrope_opt.studies._search import SearchResult
 from longrope_opt.studies._search import run_search
-from longrope_opt.studies._stages import BASE_ATTR
-from longrope_opt.studies._stages import base_from_record
-from longrope_opt.studies._stages import base_record
+from longrope_opt.studies._space import space_of_study
 from longrope_opt.studies._stages import resolve_base
 from longrope_opt.studies._storage import DEFAULT_STORAGE
-from longrope_opt.studies._storage import StorageError
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
 from longrope_opt.studies._storage import sqlite_path
+from longrope_opt.studies._winner import Winner
+from longrope_opt.studies._winner import best_scaling
+from longrope_opt.studies._winner import best_seed
+from longrope_opt.studies._winner import guarded_trial
+from longrope_opt.studies._winner import ranked_trials
+from longrope_opt.studies._winner import reranked_best
+from longrope_opt.studies._winner import reranked_order
+from longrope_opt.studies._winner import study_winner
 
 
 __all__ = [
-    "BASE_ATTR",
-    "CONFIG_KEY",
     "DEFAULT_STORAGE",
-    "RERANK_KEY",
-    "TOTAL_KEY",
+    "GUARD_SEED",
+    "GuardResult",
+    "SamplerSummary",
     "SearchConfig",
+    "SeedRun",
     "SearchResult",
     "StorageError",
+    "Winner",
     "base_from_record",
     "base_record",
     "best_scaling",
+    "best_seed",
     "build_provenance",
     "comparison_study_name",
     "export_best",
@@ -61,6 +75,8 @@ __all__ = [
     "finished_trials",
     "format_table",
     "full_eval_tokens",
+    "guard_study",
+    "guarded_trial",
     "load_factors",
     "load_named_study",
     "make_pruner",
@@ -68,9 +84,12 @@ __all__ = [
     "open_study",
     "pending_studies",
     "provenance_of",
+    "ranked_trials",
+    "read_comparison",
+    "record",
     "rerank_study",
     "reranked_best",
-    "read_comparison",
+    "reranked_order",
     "resolve_base",
     "resolve_storage_url",
     "run_comparison",
@@ -78,5 +97,7 @@ __all__ = [
     "run_study",
     "space_of_study",
     "sqlite_path",
+    "study_documents",
+    "study_winner",
     "write_html",
 ]

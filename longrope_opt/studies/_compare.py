@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import warnings
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
@@ -17,9 +16,14 @@ from typing import Any
 import optuna
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import load_model
+from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.objectives import check_options
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
-from longrope_opt.samplers import PLAIN_EVOLUTION
 from longrope_opt.samplers import check_sampler_names
+from longrope_opt.studies._config import make_pruner
+from longrope_opt.studies._run import finished_trials
+from longrope_opt.studies._search import run_search
 
 
 logger = logging.getLogger(__name__)
@@ -30,33 +34,11 @@ def comparison_study_name(prefix: str, sampler: str, seed: int) -> str:
     return f"{prefix}/{sampler}/seed{seed}"
 
 
-def make_pruner(name: str, sampler: str) -> optuna.pruners.BasePruner:
-    """`name` ∈ {wilcoxon, none}; the plain evolution reference is never pruned."""
-    if name not in ("wilcoxon", "none"):
-        raise InvalidArgumentError(
-            f"`--pruner` must be one of ['wilcoxon', 'none'], got {name!r}."
-        )
-    if name == "none" or sampler == PLAIN_EVOLUTION:
-        return optuna.pruners.NopPruner()
-    try:
-        import scipy  # noqa: F401  (WilcoxonPruner needs it)
-    except ImportError:
-        raise ImportError(
-            "the Wilcoxon pruner needs scipy: pip install 'longrope-opt[compare]'."
-        ) from None
-    # Needs ≥ 4 paired samples before a one-sided p < 0.1 is possible at all. Experimental in
-    # Optuna; chosen on purpose, so its warning is not repeated for every study.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)
-
-
 def pending_studies(
     storage: Any, prefix: str, samplers: Sequence[str], seeds: Sequence[int], budget: int
 ) -> list[tuple[str, int, str]]:
     """``(sampler, seed, study name)`` of the studies that do not hold `budget` trials yet,
     seed-major (an interrupted comparison still holds complete seeds for every sampler)."""
-    from longrope_opt.studies._run import finished_trials
 
     existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
     pending = []
@@ -100,15 +82,11 @@ def run_comparison(
         fuse: Compile the element-wise work.
         on_study: Called before each study with (index, count, study name).
     """
-    from longrope_opt.models import load_model
-    from longrope_opt.studies._search import run_search
 
     check_sampler_names(samplers)
     for name, value in (("--budget", budget), ("--seeds", len(seeds))):
         if value < 1:
             raise InvalidArgumentError(f"`{name}` must be >= 1, got {value}.")
-    from longrope_opt.objectives import OBJECTIVES
-    from longrope_opt.objectives import check_options
 
     check_options(OBJECTIVES[config.objective], config.target_length, config.objective_options)
     for sampler in samplers:  # a missing extra fails before the model loads

@@ -35,16 +35,19 @@ class SeedRun:
     failed: int = 0
     seconds: float = 0.0
     full_tokens: int = 0  # tokens of the largest complete evaluation in the study
-    seed_best: float = math.inf  # best enqueued PI/NTK/YaRN seed trial (user attr ``seed``)
+    seed_best: float = math.nan  # best enqueued PI/NTK/YaRN seed trial (user attr ``seed``)
+    maximize: bool = False  # the study's direction: which way "best" and "reach" go
 
     @property
     def final_best(self) -> float:
+        """The best value after the budget (NaN before any finished trial)."""
         return self.best[-1] if self.best else math.nan
 
     def cost_to_reach(self, target: float) -> tuple[int | None, int | None]:
-        """(trials, tokens) until best-so-far ≤ `target`; (None, None) if never."""
+        """(trials, tokens) until best-so-far reaches `target` (≤, or ≥ when maximizing);
+        (None, None) if never."""
         for i, value in enumerate(self.best):
-            if value <= target:
+            if (value >= target) if self.maximize else (value <= target):
                 return i + 1, self.tokens[i]
         return None, None
 
@@ -57,13 +60,15 @@ class SamplerSummary:
     runs: list[SeedRun]
 
     def bests(self) -> list[float]:
+        """Each seed's final best (finite ones only)."""
         return [r.final_best for r in self.runs if math.isfinite(r.final_best)]
 
 
 def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
     """The first `budget` finished trials of `study` as a `SeedRun`."""
-    run = SeedRun(seed=seed)
-    best, spent = math.inf, 0
+    run = SeedRun(seed=seed, maximize=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    better = max if run.maximize else min
+    best, spent = math.nan, 0
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     run.full_tokens = max(
         (int(t.user_attrs.get("evaluated_tokens", 0)) for t in trials
@@ -81,9 +86,10 @@ def read_run(study: optuna.Study, seed: int, budget: int) -> SeedRun:
             continue
         spent += int(t.user_attrs.get("evaluated_tokens", 0))
         if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
-            best = min(best, t.value)
+            best = t.value if math.isnan(best) else better(best, t.value)
             if t.user_attrs.get("seed"):
-                run.seed_best = min(run.seed_best, t.value)
+                so_far = run.seed_best
+                run.seed_best = t.value if math.isnan(so_far) else better(so_far, t.value)
         run.pruned += t.state == TrialState.PRUNED
         if t.datetime_start and t.datetime_complete:
             run.seconds += (t.datetime_complete - t.datetime_start).total_seconds()
@@ -185,6 +191,7 @@ def write_html(
     summaries: list[SamplerSummary], path: str, *, title: str, full_tokens: int
 ) -> None:
     """Best-so-far perplexity against cost (full evaluations), one line per (sampler, seed)."""
+    # the optional extra `plotly` (the comparison's figure)
     import plotly.graph_objects as go
     from plotly.colors import qualitative
 

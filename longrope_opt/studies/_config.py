@@ -1,7 +1,7 @@
 """`SearchConfig`: one search, defined once, stored in its study, rebuilt from it.
 
-The CLI parses flags into a `SearchConfig`; `run_search` runs it; the study keeps it under one
-namespaced user attr (`CONFIG_KEY`), so a worker, `export` or a script rebuilds the same search
+The CLI parses flags into a `SearchConfig`; `run_search` runs it; the study records it
+(`longrope_opt.studies.record`), so a worker, `export` or a script rebuilds the same search
 from the study alone, whatever flags or scripts created it. Machine settings (dtype, device,
 fusion, heartbeat) are not part of a search: each worker picks its own.
 """
@@ -10,47 +10,38 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+import optuna
+
+from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
+from longrope_opt.samplers import PLAIN_EVOLUTION
 from longrope_opt.samplers import SAMPLERS
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.space import PAPER_N_HAT
+from longrope_opt.space import PAPER_SEEDS
+from longrope_opt.space import SEED_NAMES
 from longrope_opt.space import SHAPES
 from longrope_opt.space import SearchSpace
 
 
 #: Version of the stored form; `from_dict` refuses a newer one.
 CONFIG_VERSION = 1
-#: The study user attr that holds `SearchConfig.to_dict()`.
-CONFIG_KEY = "longrope_opt:search_config"
-#: Where releases before `SearchConfig` kept argparse keys (read once, then migrated).
-LEGACY_CONFIG_KEY = "search_config"
 PRUNERS = ("none", "wilcoxon")
-
-#: The CLI flag behind each field, so messages speak the user's language.
-FLAGS = {
-    "model": "--model", "corpus": "--corpus", "samples": "--samples", "seed": "--seed",
-    "target_length": "--target-length", "n_hat": "--n-hat", "attention": "--attention",
-    "lambda_max": "--lambda-max", "space": "--space", "critical_above": "--critical-above",
-    "recovery": "--recovery", "base": "--base",
-    "sampler": "--sampler", "sampler_seed": "--sampler-seed",
-    "sampler_options": "the evolution flags", "objective": "--objective",
-    "objective_options": "the objective's options", "pruner": "--pruner",
-    "sample_length": "sample_length", "exclude_docs": "exclude_docs", "seed_all": "--seed-all",
-}  # fmt: skip
 
 
 def _int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgumentError(f"`{FLAGS[name]}` must be an integer >= {low}, got {value!r}.")
+        raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
     return value
 
 
@@ -87,6 +78,10 @@ class SearchConfig:
         exclude_docs: Document ids the search never uses (held out for evaluation).
         seed_all: Enqueue the space's seeds (PI/NTK/YaRN, or the critical space's) whatever
             the sampler, so seeded TPE, CMA-ES or NGOpt start where the evolution does.
+        seed_methods: The full space's seeds by name (`longrope_opt.space.SEED_NAMES`). None until
+            `run_search` resolves it: a study keeps the seeds it was created with (the paper's
+            PI/NTK/YaRN for studies made before this field); a new full-space first search gets
+            PI, NTK, YaRN, YaRN-cd and NTK-cd (LongRoPE2's critical-dimension correction).
         version: Version of this form.
     """
 
@@ -111,11 +106,21 @@ class SearchConfig:
     sample_length: int | None = None
     exclude_docs: list[str] = field(default_factory=list)
     seed_all: bool = False
+    seed_methods: tuple[str, ...] | None = None
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
         _int("samples", self.samples, 1)
         _int("seed", self.seed, 0)
+        if self.seed_methods is not None:
+            methods = self.seed_methods
+            seeds = (methods,) if isinstance(methods, str) else tuple(methods)
+            if not seeds or any(n not in SEED_NAMES for n in seeds) or len(set(seeds)) < len(seeds):
+                raise InvalidArgumentError(
+                    f"`seed_methods` must be distinct names among {', '.join(SEED_NAMES)}, "
+                    f"got {', '.join(map(str, seeds)) or 'none'}."
+                )
+            object.__setattr__(self, "seed_methods", seeds)
         _int("target_length", self.target_length, 2)
         if self.sampler_seed is not None:
             _int("sampler_seed", self.sampler_seed, 0)
@@ -123,10 +128,10 @@ class SearchConfig:
             _int("sample_length", self.sample_length, 2)
         object.__setattr__(self, "exclude_docs", [str(d) for d in self.exclude_docs])
         if not isinstance(self.model, str) or not self.model:
-            raise InvalidArgumentError(f"`--model` must be a non-empty name, got {self.model!r}.")
+            raise InvalidArgumentError(f"`model` must be a non-empty name, got {self.model!r}.")
         if not isinstance(self.corpus, str) or not self.corpus:
             raise InvalidArgumentError(
-                f"`--corpus` must be a non-empty name, got {self.corpus!r}."
+                f"`corpus` must be a non-empty name, got {self.corpus!r}."
             )
         object.__setattr__(self, "n_hat", _n_hat(self.n_hat))
         object.__setattr__(self, "attention", _attention(self.attention))
@@ -134,31 +139,28 @@ class SearchConfig:
             isinstance(self.lambda_max, (int, float)) and math.isfinite(self.lambda_max)
         ):
             raise InvalidArgumentError(
-                f"`--lambda-max` must be a finite number > 1, got {self.lambda_max!r}."
+                f"`lambda_max` must be a finite number > 1, got {self.lambda_max!r}."
             )
         if self.space not in SHAPES:
             raise InvalidArgumentError(
-                f"`--space` must be one of {list(SHAPES)}, got {self.space!r}."
+                f"`space` must be one of {list(SHAPES)}, got {self.space!r}."
             )
         if self.critical_above is not None:
             _int("critical_above", self.critical_above, 0)
             if self.space != "critical":
                 raise InvalidArgumentError(
-                    f"`--critical-above` needs --space critical, got --space {self.space!r}."
+                    f"`critical_above` needs `space` 'critical', got `space` {self.space!r}."
                 )
         SAMPLERS.check(self.sampler)
         if self.sampler in EVOLUTION_SAMPLERS and isinstance(self.sampler_options, dict):
             try:
                 LongRoPESampler.check_options(**self.sampler_options)
-            except InvalidArgumentError as exc:  # name the flags the CLI user typed
-                message = str(exc)
-                for key in self.sampler_options:
-                    message = message.replace(f"`{key}`", f"`--{key.replace('_', '-')}`")
-                raise InvalidArgumentError(message) from None
+            except InvalidArgumentError as exc:  # the option's name is the sampler's parameter
+                raise InvalidArgumentError(f"`sampler_options`: {exc}") from None
         OBJECTIVES.check(self.objective)
         if self.pruner not in PRUNERS:
             raise InvalidArgumentError(
-                f"`--pruner` must be one of {list(PRUNERS)}, got {self.pruner!r}."
+                f"`pruner` must be one of {list(PRUNERS)}, got {self.pruner!r}."
             )
         for name in ("sampler_options", "objective_options"):
             if not isinstance(getattr(self, name), dict):
@@ -175,18 +177,24 @@ class SearchConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what the study stores)."""
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["seed_methods"] = None if self.seed_methods is None else list(self.seed_methods)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchConfig:
         """Inverse of `to_dict`; unknown keys are an error (a newer release wrote them)."""
+        if "seeds" in data:  # the name one release (5741729) gave `seed_methods`
+            data = {**{k: v for k, v in data.items() if k != "seeds"}, "seed_methods": data["seeds"]}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidArgumentError(
                 f"search config has unknown keys {unknown}: written by a newer longrope-opt?"
             )
-        return cls(**data)
+        # Stored before `seed_methods` existed: those studies were seeded by the paper's three.
+        seeds = data.get("seed_methods", list(PAPER_SEEDS))
+        return cls(**{**data, "seed_methods": None if seeds is None else tuple(seeds)})
 
     @classmethod
     def from_legacy(cls, old: dict[str, Any]) -> SearchConfig:
@@ -214,6 +222,7 @@ class SearchConfig:
             sampler=sampler,
             sampler_options=evolution if sampler in EVOLUTION_SAMPLERS else {},
             objective=old.get("objective") or "perplexity",
+            seed_methods=PAPER_SEEDS,
         )
 
     @classmethod
@@ -224,15 +233,14 @@ class SearchConfig:
             InvalidArgumentError: The study was not created by `run_search` / `longrope-opt
                 search` (a plain Optuna study has no config to rebuild).
         """
-        attrs = study.user_attrs
-        if CONFIG_KEY in attrs:
-            return cls.from_dict(attrs[CONFIG_KEY])
-        if LEGACY_CONFIG_KEY in attrs:
-            return cls.from_legacy(attrs[LEGACY_CONFIG_KEY])
-        raise InvalidArgumentError(
-            f"study {study.study_name!r} was not created by `longrope-opt search` (no "
-            f"{CONFIG_KEY!r} user attr), so its search cannot be rebuilt."
-        )
+        stored = record.read_config(study)
+        if stored is None:
+            raise InvalidArgumentError(
+                f"study {study.study_name!r} was not created by `run_search` (it records no "
+                "search config), so its search cannot be rebuilt."
+            )
+        config, legacy = stored
+        return cls.from_legacy(config) if legacy else cls.from_dict(config)
 
     # ----- what it builds --------------------------------------------------------------------
 
@@ -256,6 +264,19 @@ class SearchConfig:
             base=absolute(self.base),
         )
 
+    def with_seeds(self, stored: SearchConfig | None) -> SearchConfig:
+        """This search with `seed_methods` resolved: as given, else the stored study's, else
+        the default of a new study (see `seed_methods`)."""
+        if self.seed_methods is not None:
+            return self
+        if stored is not None and stored.seed_methods is not None:
+            return dataclasses.replace(self, seed_methods=stored.seed_methods)
+        if self.space != "full" or self.recovery or self.base is not None:
+            return dataclasses.replace(self, seed_methods=PAPER_SEEDS)
+        # The same seeds for every sampler (a comparison's `seed_all` gives each the same
+        # starting points); with a smaller population the last ones open the next generation.
+        return dataclasses.replace(self, seed_methods=SEED_NAMES)
+
     @property
     def effective_sampler_seed(self) -> int:
         """The seed the sampler gets."""
@@ -276,21 +297,21 @@ class SearchConfig:
         if recovery != (self.target_length <= spec.original_length):
             if recovery:
                 raise InvalidArgumentError(
-                    f"`--target-length` must be <= the trained length {spec.original_length} "
-                    f"with --recovery, got {self.target_length}."
+                    f"`target_length` must be <= the trained length {spec.original_length} "
+                    f"with `recovery`, got {self.target_length}."
                 )
             if self.target_length <= spec.original_length:
                 raise InvalidArgumentError(
-                    f"`--target-length` must be > the trained length {spec.original_length}, got "
-                    f"{self.target_length} (for short factors within the window, add --recovery)."
+                    f"`target_length` must be > the trained length {spec.original_length}, got "
+                    f"{self.target_length} (for short factors within the window, set `recovery`)."
                 )
         if recovery and (base is not None or self.base is not None):
             raise InvalidArgumentError(
-                "`--base` and --recovery exclude each other: short factors are absolute."
+                "`base` and `recovery` exclude each other: short factors are absolute."
             )
         if self.lambda_max is not None and self.lambda_max <= 1.0:
             raise InvalidArgumentError(
-                f"`--lambda-max` must be > 1.0 (the lowest λ), got {self.lambda_max}."
+                f"`lambda_max` must be > 1.0 (the lowest λ), got {self.lambda_max}."
             )
         n_hat = PAPER_N_HAT if self.n_hat == "search" else (int(self.n_hat),)
         rule, value = self.attention, None
@@ -308,14 +329,15 @@ class SearchConfig:
             base_length=length,
             shape=self.space,
             critical_above=self.critical_above,
+            seeds=self.seed_methods or PAPER_SEEDS,
         )
 
     def first_difference(self, other: SearchConfig) -> tuple[str, Any, Any] | None:
-        """``(flag, self's value, other's value)`` of the first field that differs, or None."""
+        """``(field, self's value, other's value)`` of the first field that differs, or None."""
         for f in dataclasses.fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
             if mine != theirs:
-                return FLAGS.get(f.name, f.name), mine, theirs
+                return f.name, mine, theirs
         return None
 
 
@@ -328,7 +350,7 @@ def _n_hat(value: Any) -> int | str:
         n = -1
     if isinstance(value, bool) or n < 0 or (isinstance(value, float) and n != value):
         raise InvalidArgumentError(
-            f"`--n-hat` must be 'search' or an integer >= 0, got {value!r}."
+            f"`n_hat` must be 'search' or an integer >= 0, got {value!r}."
         )
     return n
 
@@ -343,7 +365,28 @@ def _attention(value: Any) -> str:
         t = math.nan
     if not (math.isfinite(t) and t > 0):
         raise InvalidArgumentError(
-            f"`--attention` must be 'search', one of {sorted(ATTENTION_RULES)}, or a number > 0, "
+            f"`attention` must be 'search', one of {sorted(ATTENTION_RULES)}, or a number > 0, "
             f"got {value!r}."
         )
     return text
+
+
+def make_pruner(name: str, sampler: str) -> optuna.pruners.BasePruner:
+    """`name` ∈ {wilcoxon, none}; the plain evolution reference is never pruned."""
+    if name not in ("wilcoxon", "none"):
+        raise InvalidArgumentError(
+            f"`pruner` must be one of ['wilcoxon', 'none'], got {name!r}."
+        )
+    if name == "none" or sampler == PLAIN_EVOLUTION:
+        return optuna.pruners.NopPruner()
+    try:
+        import scipy  # noqa: F401  (WilcoxonPruner needs it)
+    except ImportError:
+        raise ImportError(
+            "the Wilcoxon pruner needs scipy: pip install 'longrope-opt[compare]'."
+        ) from None
+    # Needs ≥ 4 paired samples before a one-sided p < 0.1 is possible at all. Experimental in
+    # Optuna; chosen on purpose, so its warning is not repeated for every study.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)

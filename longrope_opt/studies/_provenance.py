@@ -1,17 +1,10 @@
-"""What a search was run on, stored in the study's user attrs and checked on resume."""
+"""What a search was run on: its provenance record (stored and checked by `_record`)."""
 
 from __future__ import annotations
 
 import platform
 from importlib import metadata
-from pathlib import Path
 from typing import Any
-
-from longrope_opt.errors import InvalidArgumentError
-
-
-#: Keys that must match for a study to be resumed by a command (the rest is informational).
-IDENTITY_KEYS = ("model", "target_length", "original_length", "objective")
 
 
 def _version(dist: str) -> str | None:
@@ -34,6 +27,7 @@ def build_provenance(
     seed: int,
     objective: str,
     compute: dict[str, Any] | None = None,
+    doc_hashes: list[str] | None = None,
 ) -> dict[str, Any]:
     """The provenance record of a search (JSON-ready); `compute` is the `PathChoice` of the
     process that created the study (dtype, attention, and the timings behind an auto choice)."""
@@ -45,6 +39,7 @@ def build_provenance(
         "corpus": corpus,
         "corpus_hash": corpus_hash,
         "doc_ids": doc_ids,
+        **({"doc_hashes": doc_hashes} if doc_hashes is not None else {}),
         "samples": samples,
         "seed": seed,
         "objective": objective,
@@ -57,27 +52,6 @@ def build_provenance(
             "python": platform.python_version(),
         },
     }
-
-
-def check_compatible(study_name: str, stored: dict[str, Any], wanted: dict[str, Any]) -> None:
-    """Refuse to continue a study that was started with a different model/length/objective."""
-    for key in IDENTITY_KEYS:
-        if key in stored and not _same(key, stored[key], wanted.get(key)):
-            raise InvalidArgumentError(
-                f"study {study_name!r} was created with {key}={stored[key]!r}; this run has "
-                f"{key}={wanted.get(key)!r}. Use another `--study-name` or the same settings."
-            )
-
-
-def _same(key: str, stored: Any, wanted: Any) -> bool:
-    # Earlier releases stored a model path as typed (relative): it names the same model as the
-    # absolute path stored now when both lead to the same directory.
-    if stored == wanted:
-        return True
-    if key != "model" or not (isinstance(stored, str) and isinstance(wanted, str)):
-        return False
-    a, b = Path(stored).expanduser(), Path(wanted).expanduser()
-    return a.exists() and b.exists() and a.resolve() == b.resolve()
 
 
 def provenance_of(
@@ -93,6 +67,7 @@ def provenance_of(
         corpus=samples.source,
         corpus_hash=samples.corpus_hash,
         doc_ids=samples.doc_ids,
+        doc_hashes=getattr(samples, "doc_hashes", None),
         samples=len(samples),
         seed=seed,
         objective=objective,
@@ -101,3 +76,4 @@ def provenance_of(
             "device": str(model.get_output_embeddings().weight.device),
         },
     )
+

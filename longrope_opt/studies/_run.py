@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+from tqdm.auto import tqdm
 
+from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.samplers import enqueue_seeds
 from longrope_opt.samplers import enqueue_space_seeds
-from longrope_opt.studies._provenance import check_compatible
+from longrope_opt.samplers import read_trials
 
 
 logger = logging.getLogger(__name__)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+# Seconds a new candidate about to take a budget's last slot waits for a retry being queued
+# (Optuna fails a stale trial and queues its retry in two writes; between them is milliseconds).
+_LAST_SLOT_GRACE = 1.0
 
 
 def open_study(
@@ -36,15 +41,20 @@ def open_study(
     spec: RopeSpec,
     pruner: optuna.pruners.BasePruner | None = None,
     config: dict[str, Any] | None = None,
+    difference: tuple[str, Any, Any] | None = None,
     seed_space: Any = None,
+    direction: str = "minimize",
 ) -> optuna.Study:
     """Create the study, or load it when it exists (after checking it is the same search).
 
-    A new study gets the provenance and the RoPE spec in its user attrs; with a
-    `LongRoPESampler`, the PI/NTK/YaRN seeds are enqueued once. Without a `pruner` nothing is
-    pruned (Optuna's default MedianPruner would act on the per-sample reports). `config` (extra
-    user attrs, e.g. what a worker needs to rebuild the search) is stored when the study is new.
-    With `seed_space` (a `SearchSpace`), its seeds are enqueued once for any sampler.
+    A new study gets its record: provenance, the RoPE spec and `config` (the search, what a
+    worker needs to rebuild it). An existing one is checked first (`_record.check_same_search`:
+    the same model, lengths and objective, and `difference` — the first field of the search
+    config that changed, if any — is None), then adopts what it lacks (a config written by an
+    earlier release is rewritten in the current form). With a `LongRoPESampler` its seeds are
+    enqueued once; with `seed_space` (a `SearchSpace`), that space's seeds for any sampler.
+    Without a `pruner` nothing is pruned (Optuna's default MedianPruner would act on the
+    per-sample reports).
     """
     pruner = pruner or optuna.pruners.NopPruner()
     study = optuna.create_study(
@@ -52,26 +62,26 @@ def open_study(
         study_name=study_name,
         sampler=sampler,
         pruner=pruner,
-        direction="minimize",
+        direction=optuna.study.StudyDirection[direction.upper()],
         load_if_exists=True,
     )
-    stored = study.user_attrs.get("provenance")
-    if stored is None:
+    stored = record.read_provenance(study)
+    if not stored:
         # The dashboard's axes say what the value is, not "Objective 0".
         study.set_metric_names([str(provenance.get("objective") or "objective")])
-        study.set_user_attr("provenance", provenance)
-        study.set_user_attr("rope_spec", dataclasses.asdict(spec))
-        for key, value in (config or {}).items():
-            study.set_user_attr(key, value)
+        record.write_provenance(study, provenance)
+        record.write_spec(study, spec)
+        if config is not None:
+            record.write_config(study, config)
     else:
-        check_compatible(study_name, stored, provenance)
-        if "rope_spec" not in study.user_attrs:  # made by a script that did not record it
-            study.set_user_attr("rope_spec", dataclasses.asdict(spec))
-        for key, value in (config or {}).items():
-            if key not in study.user_attrs:  # a study made without it adopts this run's
-                study.set_user_attr(key, value)
-            else:
-                _check_same_config(study_name, key, study.user_attrs[key], value)
+        record.check_same_search(
+            study_name, stored_provenance=stored, provenance=provenance, difference=difference
+        )
+        if record.read_spec(study) is None:  # made by a script that did not record it
+            record.write_spec(study, spec)
+        found = record.read_config(study)
+        if config is not None and (found is None or found[1]):  # none yet, or a legacy form
+            record.write_config(study, config)
     if seed_space is not None:
         enqueue_space_seeds(study, seed_space)
     elif isinstance(sampler, LongRoPESampler):  # (not seeded: enqueues nothing)
@@ -79,29 +89,9 @@ def open_study(
     return study
 
 
-def _check_same_config(study_name: str, key: str, stored: Any, wanted: Any) -> None:
-    # The space and the sampler define what a trial means: a resumed study must keep them.
-    if stored is None or stored == wanted:
-        return
-    if isinstance(stored, dict) and isinstance(wanted, dict):
-        # A key the stored dict lacks predates that field: what it means for the old study is
-        # the config class's business (`SearchConfig.from_dict` fills its default, and
-        # `_check_stored` has compared the configs that way), so it is not compared here.
-        for k in sorted(stored):
-            if stored.get(k) != wanted.get(k):
-                raise InvalidArgumentError(
-                    f"study {study_name!r} was created with {k}={stored.get(k)!r}; this run has "
-                    f"{k}={wanted.get(k)!r}. Use another `--study-name` or the same settings."
-                )
-        return
-    raise InvalidArgumentError(
-        f"study {study_name!r} was created with {key}={stored!r}; this run has {key}={wanted!r}."
-    )
-
-
 def finished_trials(study: optuna.Study) -> int:
     """Trials that used their evaluation budget (complete or pruned)."""
-    return len(study.get_trials(deepcopy=False, states=FINISHED))
+    return sum(t.state in FINISHED for t in read_trials(study._storage, study._study_id))
 
 
 @contextlib.contextmanager
@@ -135,29 +125,60 @@ class _SurplusTrial(Exception):
     """Raised inside a trial started after other workers had already reserved the whole budget."""
 
 
-def _counts(study: optuna.Study) -> tuple[int, int]:
-    """(finished, running) trials of the study, read fresh from storage."""
-    trials = study.get_trials(deepcopy=False)
+def _counts(study: optuna.Study) -> tuple[int, int, int]:
+    """(finished, running, waiting) trials of the study, read fresh from storage."""
+    trials = read_trials(study._storage, study._study_id)  # with those a cache skipped
     finished = sum(t.state in FINISHED for t in trials)
     running = sum(t.state == TrialState.RUNNING for t in trials)
-    return finished, running
+    waiting = sum(t.state == TrialState.WAITING for t in trials)
+    return finished, running, waiting
 
 
 def _guarded(
-    objective: Callable[[optuna.Trial], float], study: optuna.Study, n_trials: int, beat: bool
+    objective: Callable[[optuna.Trial], float],
+    study: optuna.Study,
+    n_trials: int,
+    beat: bool,
+    ran: dict[str, Any],
 ):
     # Two workers can pass the budget check at the same moment; the later one's trial finds the
     # budget taken (finished + other running ≥ total) and fails as surplus without evaluating.
     def run(trial: optuna.Trial) -> float:
+        ran.update(trial_id=trial._trial_id, error=None, done=False)
+        try:
+            return _run(trial)
+        except BaseException as exc:
+            ran["error"] = exc
+            raise
+        finally:
+            ran["done"] = True
+
+    def _run(trial: optuna.Trial) -> float:
         if beat:
             # Optuna's heartbeat thread writes its first beat a moment after the objective has
             # started. A worker killed in between left a RUNNING trial with no beat, which
             # `fail_stale_trials` never fails, and every other worker waited on it for ever.
             study._storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
-        finished, running = _counts(study)
-        if finished + running - 1 >= n_trials:
+        finished, running, waiting = _counts(study)
+        # A new candidate also leaves the slots of waiting trials to them. Optuna fails a dead
+        # worker's trial, then queues its retry: a worker that asked in between got a new
+        # candidate, and the retry, queued a moment later, would find the last slot taken.
+        frozen = study._storage.get_trial(trial._trial_id)  # no public accessor by id
+        queued = "fixed_params" in frozen.system_attrs or "failed_trial" in frozen.system_attrs
+        reserved = running - 1 + (0 if queued else waiting)  # enqueued, or a retry
+        if not queued and beat and finished + reserved == n_trials - 1:
+            # The last slot: a retry may be on its way (failed, not yet queued). Waiting a beat
+            # costs one second once per study, against a dead worker's candidate never measured.
+            time.sleep(_LAST_SLOT_GRACE)
+            finished, running, waiting = _counts(study)
+            reserved = running - 1 + waiting
+        if finished + reserved >= n_trials:
             trial.set_user_attr("surplus", "the budget was already reserved by other workers")
             raise _SurplusTrial(f"trial {trial.number}: study budget {n_trials} already reserved")
+        reason = _duplicate(study, frozen)
+        if reason:
+            trial.set_user_attr("surplus", reason)
+            raise _SurplusTrial(f"trial {trial.number}: {reason}")
         return objective(trial)
 
     return run
@@ -213,15 +234,18 @@ def run_study(
     # of the storages that support heartbeats (RDBStorage).
     interval = getattr(study._storage, "get_heartbeat_interval", None)
     heartbeat = callable(interval) and interval() is not None
-    guarded = _guarded(objective, study, n_trials, heartbeat)
+    ran: dict[str, Any] = {}  # the last trial `guarded` ran: id, its error, whether it ended
+    guarded = _guarded(objective, study, n_trials, heartbeat, ran)
     # How long to wait on other workers' running trials before saying which ones (once a wait).
     patience = max(600.0, 10.0 * interval()) if heartbeat and interval else 0.0
     waiting_since: float | None = None
     with guard as interrupted:
         while not interrupted[0] and (deadline is None or time.monotonic() < deadline):
             if heartbeat:
-                optuna.storages.fail_stale_trials(study)
-            finished, running = _counts(study)
+                with warnings.catch_warnings():  # experimental since Optuna 2.9
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)
+            finished, running, _ = _counts(study)
             bar.update(finished - bar.n)
             if finished >= n_trials:
                 break
@@ -235,12 +259,73 @@ def run_study(
                 time.sleep(poll_interval)  # the rest is reserved by running trials
                 continue
             waiting_since = None
-            study.optimize(guarded, n_trials=1, catch=(_SurplusTrial,), gc_after_trial=False)
+            try:
+                study.optimize(guarded, n_trials=1, catch=(_SurplusTrial,), gc_after_trial=False)
+            except Exception as exc:
+                if not _failed_under_us(study, ran, exc):
+                    raise
         bar.update(finished_trials(study) - bar.n)
         bar.close()
     if interrupted[0]:
         raise KeyboardInterrupt
     return finished_trials(study) - before
+
+
+def _duplicate(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> str | None:
+    """Why `frozen`, an enqueued trial, would measure a candidate the study already holds, if so.
+
+    * It retries a stale trial that completed after all. A worker that only looked dead (silent
+      past the grace period) can record its value in the same moment another worker fails its
+      trial: on SQLite, which has no row locks, both writes succeed and the later one wins.
+    * It is a second retry of the same trial: two workers' heartbeat checks both failed it (on
+      SQLite both writes succeed) and each queued a retry; the first-numbered one is measured.
+    * It is a seed another worker enqueued too. Workers that start on a new study at the same
+      moment each find no seed yet and each enqueue them; the first-numbered copy is measured.
+    """
+    storage = study._storage  # no public accessor for one trial by id
+    with warnings.catch_warnings():  # experimental since Optuna 2.8, as Optuna's own call sites
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        number = optuna.storages.RetryFailedTrialCallback.retried_trial_number(frozen)
+    if number is not None:
+        tid = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
+        if storage.get_trial(tid).state == TrialState.COMPLETE:
+            return "the trial it retries completed after all"
+    seed = frozen.user_attrs.get("seed")
+    if number is None and seed is None:
+        return None
+    for other in read_trials(storage, study._study_id):
+        if other.number >= frozen.number:
+            break
+        if other.state == TrialState.FAIL:
+            continue
+        if number is not None and other.system_attrs.get("failed_trial") == number:
+            return f"trial {other.number} retries trial {number} already"
+        if number is None and other.user_attrs.get("seed") == seed:
+            return f"seed {seed!r} is trial {other.number} already"
+    return None
+
+
+def _failed_under_us(study: optuna.Study, ran: dict[str, Any], exc: Exception) -> bool:
+    """Whether `exc` is Optuna failing to record a trial another worker had already failed.
+
+    A worker silent for longer than the heartbeat's grace period (a stalled machine, a database
+    lock held for seconds) looks dead to the others: one of them fails its running trial and
+    re-queues the candidate. When the objective then returns, Optuna's `optimize` cannot record
+    the value on a finished trial and raises (``Cannot tell a FAIL trial``, or its own assertion
+    after it). The result is surplus, not lost: the re-queued copy is evaluated by whoever takes
+    it. This worker goes on with its next trial instead of dying.
+    """
+    if not ran.get("done") or exc is ran.get("error"):
+        return False  # raised by the objective itself, or before it ran
+    trial = study._storage.get_trial(ran["trial_id"])  # no public accessor for one trial by id
+    if trial.state != TrialState.FAIL:
+        return False
+    logger.warning(
+        "trial %d was failed by another worker's heartbeat check while it ran (this worker was "
+        "silent past the grace period); its result is dropped and its candidate is re-queued",
+        trial.number,
+    )
+    return True
 
 
 def _warn_waiting(study: optuna.Study) -> None:
@@ -250,12 +335,11 @@ def _warn_waiting(study: optuna.Study) -> None:
     logger.warning(
         "still waiting for running trials %s, which hold the rest of the budget; a trial whose "
         "worker died before its first heartbeat is never failed by the heartbeat check: stop this "
-        "worker and rerun with a larger --trials, or fail that trial in the storage",
+        "worker and rerun with a larger total (`n_trials`), or fail that trial in the storage",
         held,
     )
 
 
 def _progress(show: bool, total: int, initial: int) -> Any:
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, desc="trials", unit="trial", disable=not show)

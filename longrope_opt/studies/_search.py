@@ -10,30 +10,33 @@ from typing import Any
 
 import optuna
 
+from longrope_opt import record
+from longrope_opt.data import check_source
+from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import LongRopeOptError
+from longrope_opt.models import choose_attention
+from longrope_opt.models import load_model
+from longrope_opt.models import read_config
+from longrope_opt.models import resolve_device
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import check_options
 from longrope_opt.objectives import sample_length
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import make_sampler
-from longrope_opt.studies._compare import make_pruner
-from longrope_opt.studies._config import CONFIG_KEY
-from longrope_opt.studies._config import LEGACY_CONFIG_KEY
 from longrope_opt.studies._config import SearchConfig
+from longrope_opt.studies._config import make_pruner
+from longrope_opt.studies._guard import guard_study
 from longrope_opt.studies._provenance import provenance_of
 from longrope_opt.studies._rerank import rerank_study
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
-from longrope_opt.studies._stages import base_from_record
-from longrope_opt.studies._stages import base_record
 from longrope_opt.studies._stages import resolve_base
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
 
 
 logger = logging.getLogger(__name__)
-TOTAL_KEY = "n_trials"
 
 
 @dataclass
@@ -71,12 +74,14 @@ def run_search(
     model: Any = None,
     tokenizer: Any = None,
     rerank: int = 0,
+    rerank_samples: int | None = None,
+    guard_keys: int = 0,
 ) -> SearchResult:
     """Create or resume the study of `config` and run it until it holds `n_trials` trials.
 
     Rerunning with the same arguments continues the study; a study created with another config
     is refused (one line naming the first differing flag). The config is stored in the study
-    (`CONFIG_KEY`), so `SearchConfig.from_study` rebuilds the search anywhere.
+    (`longrope_opt.studies.record`), so `SearchConfig.from_study` rebuilds the search anywhere.
 
     Args:
         config: The search.
@@ -99,9 +104,15 @@ def run_search(
         tokenizer: Its tokenizer (with `model`).
         rerank: After the trials, re-evaluate the study's `rerank` best trials at full fidelity
             (perplexity of `config.samples` search documents at the full target length) and
-            store the values in the study (`RERANK_KEY`); `best_scaling` and `export_best` then
+            store the values in the study record; `study_winner` and `export_best` then
             choose the winner on them. For a search on a cheap proxy (``mode="skip"``,
             ``needle-ppl``); 0 (default) skips it. Already re-ranked trials are not re-run.
+        rerank_samples: Documents of the re-rank (default `config.samples`): more than the
+            search's own, so a full-length search's winner is chosen on more text (the
+            first `config.samples` of them are the search's; none is held out).
+        guard_keys: After the re-rank, the retrieval guard (`guard_study`) on this many
+            passkey prompts at the target length: the best candidate that retrieves as many as
+            the study's best seed becomes the exported winner. 0 (default) skips it.
 
     Returns:
         A `SearchResult`.
@@ -113,21 +124,17 @@ def run_search(
         >>> result = run_search(config, storage="sqlite:///longrope.db", n_trials=16)
         >>> result.study.best_value
     """
-    from longrope_opt.data import load_samples
-    from longrope_opt.models import load_model
-    from longrope_opt.models import read_config
 
     if n_trials is not None and (isinstance(n_trials, bool) or n_trials < 1):
-        raise InvalidArgumentError(f"`--n-trials` must be >= 1, got {n_trials}.")
-    if isinstance(rerank, bool) or not isinstance(rerank, int) or rerank < 0:
-        raise InvalidArgumentError(f"`--rerank` must be an integer >= 0, got {rerank!r}.")
+        raise InvalidArgumentError(f"`n_trials` must be >= 1, got {n_trials}.")
+    for name, value, low in (("rerank", rerank, 0), ("guard_keys", guard_keys, 0),
+                             ("rerank_samples", 1 if rerank_samples is None else rerank_samples, 1)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
     if timeout is not None and not timeout >= 0:
-        raise InvalidArgumentError(f"`--timeout` must be >= 0 seconds, got {timeout}.")
+        raise InvalidArgumentError(f"`timeout` must be >= 0 seconds, got {timeout}.")
     if study_name is not None and not study_name.strip():
-        raise InvalidArgumentError("`--study-name` must not be empty (omit it for the default).")
-    from longrope_opt.data import check_source
-    from longrope_opt.models import choose_attention
-    from longrope_opt.models import resolve_device
+        raise InvalidArgumentError("`study_name` must not be empty (omit it for the default).")
 
     choose_attention(resolve_device(device), attn)  # a device or kernel this machine lacks: now
     check_source(config.corpus)  # a mistyped corpus path: before the model loads
@@ -140,6 +147,7 @@ def run_search(
         url = resolve_storage_url(storage)
         storage = make_storage(url, heartbeat_interval=heartbeat_interval or None)
     name = study_name or config.default_study_name()
+    config = config.with_seeds(_stored_config(storage, name))
     if model is None:
         # Validate the space against the model's config before its weights load (minutes for
         # a 7B model): target length vs trained length, the base stage, the λ cap.
@@ -163,7 +171,9 @@ def run_search(
         budget=n_trials or 1000,
         options=config.sampler_options,
     )
-    _check_stored(storage, name, config)
+    stored = _stored_config(storage, name)
+    difference = None if stored is None else stored.resolved().first_difference(config)
+    objective = factory(model, samples, space=space, progress=progress, **options)
     study = open_study(
         storage=storage,
         study_name=name,
@@ -179,20 +189,21 @@ def run_search(
         ),
         spec=spec,
         pruner=pruner,
-        config={CONFIG_KEY: config.to_dict()},
+        config=config.to_dict(),
+        difference=difference,
         seed_space=space if config.seed_all else None,
+        direction=str(getattr(objective, "direction", "minimize")),
     )
-    stored_total = study.user_attrs.get(TOTAL_KEY)
+    stored_total = record.read_total(study)
     if store_total and n_trials is not None:
         if stored_total is not None and n_trials < stored_total:
             # Lowering it would silently stop the study's other workers early.
             logger.warning(
-                "--n-trials %d is below study %r's total of %d trials; the total stays %d.",
+                "`n_trials` %d is below study %r's total of %d trials; the total stays %d.",
                 n_trials, name, stored_total, stored_total,
             )  # fmt: skip
         else:
-            study.set_user_attr(TOTAL_KEY, n_trials)  # the study's total, for its workers
-    objective = factory(model, samples, space=space, progress=progress, **options)
+            record.write_total(study, n_trials)  # the study's total, for its workers
     start = time.perf_counter()
     done = 0
     if timeout != 0:
@@ -205,25 +216,32 @@ def run_search(
             graceful_interrupt=graceful_interrupt,
         )
     seconds = time.perf_counter() - start
-    if rerank and study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        _rerank(study, config, model, tokenizer, rerank, progress)
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if rerank and complete:
+        if not callable(getattr(objective, "full_fidelity", None)):
+            raise InvalidArgumentError(
+                f"`rerank` needs an objective with `full_fidelity` (an `Objective`); "
+                f"{type(objective).__name__} has none."
+            )
+        _rerank(study, config, objective, tokenizer, rerank, rerank_samples, progress)
+    if guard_keys and complete:
+        guard_study(study, model, tokenizer, keys=guard_keys, top=max(rerank, 1),
+                    progress=progress)  # fmt: skip
     return SearchResult(study, config, done, seconds)
 
 
 def _rerank(
-    study: optuna.Study, config: SearchConfig, model: Any, tokenizer: Any, top: int, progress: bool
+    study: optuna.Study, config: SearchConfig, objective: Any, tokenizer: Any, top: int,
+    samples: int | None, progress: bool,
 ) -> None:
-    # Full fidelity = what users check: perplexity over whole target-length windows of the
-    # search's own documents (held-out ones stay excluded).
-    from longrope_opt.data import load_samples
-    from longrope_opt.objectives import evaluate_perplexity
-
+    # Full fidelity on more text: the objective's own full-length measure (perplexity for the
+    # built-in ones) on whole target-length windows of the search's documents and more (held-out
+    # ones stay excluded).
     docs = load_samples(
-        config.corpus, tokenizer, config.target_length, config.samples, config.seed,
+        config.corpus, tokenizer, config.target_length, samples or config.samples, config.seed,
         exclude=config.exclude_docs,
     )  # fmt: skip
-    rerank_study(study, lambda s: evaluate_perplexity(model, docs, s).ppl, top=top,
-                 progress=progress)  # fmt: skip
+    rerank_study(study, objective.full_fidelity(docs), top=top, progress=progress, documents=docs)
 
 
 def _has_rope(model_config: Any) -> bool:
@@ -241,31 +259,20 @@ def _space_of(config: SearchConfig, model_config: Any, storage: Any) -> tuple[Se
     if config.base is not None:
         source = config.base
         base = (
-            base_from_record(source)
+            record.base_from_record(source)
             if isinstance(source, dict)
             else resolve_base(source, model_config=model_config, storage=storage)
         )
-        config = dataclasses.replace(config, base=base_record(*base))
+        config = dataclasses.replace(config, base=record.base_record(*base))
     return config, config.build_space(spec, base)
 
 
-def _check_stored(storage: Any, name: str, config: SearchConfig) -> None:
-    # A resumed study must be the same search; a study written by an earlier release keeps its
-    # config under the legacy key: compare with it, then store it under the current key once.
+def _stored_config(storage: Any, name: str) -> SearchConfig | None:
+    """The search the existing study `name` records (None: no such study, or none recorded)."""
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        return
-    if CONFIG_KEY not in study.user_attrs and LEGACY_CONFIG_KEY not in study.user_attrs:
-        return  # made by a script without a config: provenance is still checked
-    stored = SearchConfig.from_study(study).resolved()  # earlier releases kept paths as typed
-    diff = stored.first_difference(config)
-    if diff is not None:
-        flag, was, now = diff
-        raise InvalidArgumentError(
-            f"study {name!r} was created with {flag} {was!r}; this run has {now!r}. Use another "
-            "`--study-name` or the same settings."
-        )
-    if CONFIG_KEY not in study.user_attrs:
-        study.set_user_attr(CONFIG_KEY, config.to_dict())
-        logger.info("study %r: search config migrated to %r", name, CONFIG_KEY)
+        return None
+    if record.read_config(study) is None:
+        return None  # made by a script without a config: its provenance is still checked
+    return SearchConfig.from_study(study)

@@ -10,25 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import read_export
 from longrope_opt.rope import RopeScaling
 from longrope_opt.studies._export import factors_with_length
 
 
 #: Study user attr of a secondary search: the base factors and the length they reach.
-BASE_ATTR = "base_scaling"
-
-
-def base_record(scaling: RopeScaling, length: int) -> dict[str, Any]:
-    """JSON-able form of a base stage (what `BASE_ATTR` and a worker's config hold)."""
-    return {**scaling.to_dict(), "length": int(length)}
-
-
-def base_from_record(record: dict[str, Any]) -> tuple[RopeScaling, int]:
-    """Inverse of `base_record`."""
-    return RopeScaling.from_dict(record), int(record["length"])
-
-
 def resolve_base(
     source: str | dict[str, Any], *, model_config: Any = None, storage: Any = None
 ) -> tuple[RopeScaling, int]:
@@ -46,36 +35,34 @@ def resolve_base(
         InvalidArgumentError: The source is missing, unreadable, or does not say its length.
     """
     if isinstance(source, dict):
-        return base_from_record(source)
+        return record.base_from_record(source)
     if source == "config":
         return _from_config(model_config)
     if source.startswith("study:"):
         scaling, length = factors_with_length(
-            factors=None, study_name=source[len("study:") :], storage=storage, flag="--base study:"
+            factors=None, study_name=source[len("study:") :], storage=storage, param="base"
         )
         if not length:
-            raise InvalidArgumentError(f"`--base` {source!r} records no target length.")
+            raise InvalidArgumentError(f"`base` {source!r} records no target length.")
         return scaling, int(length)
     if not Path(source).is_file():
         raise InvalidArgumentError(
-            f"`--base` must be 'config', 'study:NAME' or a factor JSON file, got {source!r}."
+            f"`base` must be 'config', 'study:NAME' or a factor JSON file, got {source!r}."
         )
     scaling, length = factors_with_length(factors=source, study_name=None, storage=None)
     if length is None:
         raise InvalidArgumentError(
-            f"`--base` file {source!r} has no integer `target_length` (the length its factors reach)."
+            f"`base` file {source!r} has no integer `target_length` (the length its factors reach)."
         )
     return scaling, length
 
 
 def _from_config(config: Any) -> tuple[RopeScaling, int]:
-    from longrope_opt.models import read_export
-
     exported = read_export(config)
     length = getattr(config, "max_position_embeddings", None)
     if not isinstance(length, int):
         raise InvalidArgumentError(
-            "`--base config` needs a model config with an integer `max_position_embeddings` (the "
+            "`base` 'config' needs a model config with an integer `max_position_embeddings` (the "
             f"length its factors reach), got {length!r}."
         )
     if exported is not None:
@@ -83,7 +70,7 @@ def _from_config(config: Any) -> tuple[RopeScaling, int]:
     params = getattr(config, "rope_parameters", None) or {}
     if params.get("rope_type") != "longrope" or "long_factor" not in params:
         raise InvalidArgumentError(
-            "`--base config` needs a model whose config has `longrope` rope parameters "
+            "`base` 'config' needs a model whose config has `longrope` rope parameters "
             f"(e.g. an `export_model` directory), got rope type {params.get('rope_type')!r}."
         )
     t = params.get("attention_factor") or 1.0

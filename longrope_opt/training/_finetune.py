@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import LongRopeOptError
@@ -178,7 +179,6 @@ def finetune(
     result = FinetuneResult()
     bar = None
     if progress:
-        from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc="fine-tune", unit="step", file=sys.stderr)
     start = time.perf_counter()

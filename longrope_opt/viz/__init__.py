@@ -14,6 +14,8 @@ from longrope_opt.viz._figures import length_figure
 from longrope_opt.viz._records import generation_records
 from longrope_opt.viz._records import lambda_records
 from longrope_opt.viz._records import length_records
+from longrope_opt.viz._svg import lambda_curves_svg
+from longrope_opt.viz._validation import validation_figure
 
 
 #: Dashboard graph ids (stable, so re-attaching replaces instead of piling up).
@@ -22,6 +24,7 @@ FIGURE_IDS = {"lambda": "longrope-lambda", "generations": "longrope-generations"
 
 def study_figures(study: Any) -> dict[str, Any]:
     """The figures a study supports: λ curve (needs a completed trial), generations (LongRoPE)."""
+    # the optional extras `plotly` and `optuna-dashboard`
     from optuna.trial import TrialState
 
     figures = {}
@@ -40,6 +43,7 @@ def attach_figures(study: Any) -> list[str]:
         The names of the figures attached.
     """
     try:
+        # the optional extras `plotly` and `optuna-dashboard`
         from optuna_dashboard import save_plotly_graph_object
     except ImportError:
         raise ImportError(
@@ -57,8 +61,10 @@ __all__ = [
     "generation_figure",
     "generation_records",
     "lambda_curve_figure",
+    "lambda_curves_svg",
     "lambda_records",
     "length_figure",
     "length_records",
     "study_figures",
+    "validation_figure",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 
 def _go() -> Any:
     try:
+        # the optional extras `plotly` and `optuna-dashboard`
         import plotly.graph_objects as go
     except ImportError:
         raise ImportError("figures need plotly: pip install 'longrope-opt[dashboard]'.") from None

@@ -13,9 +13,9 @@ import optuna
 from optuna.trial import TrialState
 
 from longrope_opt.rope import METHODS
-from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import trial_generation
 from longrope_opt.studies import best_scaling
+from longrope_opt.studies import record
 
 
 def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ("pi", "ntk", "yarn")) -> dict:
@@ -25,12 +25,10 @@ def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ("pi", "ntk",
         ``{"target_length": L', "curves": {name: [λ_0, ...]}}``; the best trial is named
         ``"best (trial N)"``.
     """
-    spec_d = study.user_attrs.get("rope_spec")
-    prov = study.user_attrs.get("provenance", {})
+    spec = record.read_spec(study)
     curves: dict[str, list[float]] = {}
-    target = int(prov.get("target_length", 0))
-    if spec_d and target:
-        spec = RopeSpec(**spec_d)
+    target = record.target_length(study) or 0
+    if spec is not None and target:
         for m in methods:
             curves[m] = [float(x) for x in METHODS[m](spec, target).factors]
     scaling, best = best_scaling(study)
@@ -39,11 +37,13 @@ def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ("pi", "ntk",
 
 
 def generation_records(study: optuna.Study) -> list[dict[str, Any]]:
-    """Per generation of a `LongRoPESampler` study: trials, best value in it, best so far.
+    """Per generation of a `LongRoPESampler` study: trials, best value in it, best so far
+    ("best" in the study's direction).
 
     Trials without a generation tag (another sampler) are skipped; an empty list means the study
     was not run by the LongRoPE sampler.
     """
+    better = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
     by_gen: dict[int, list[float]] = {}
     counts: dict[int, int] = {}
     for t in study.get_trials(deepcopy=False):
@@ -53,19 +53,19 @@ def generation_records(study: optuna.Study) -> list[dict[str, Any]]:
         counts[gen] = counts.get(gen, 0) + 1
         if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
             by_gen.setdefault(gen, []).append(t.value)
-    records, best = [], math.inf
+    records, best = [], math.nan
     for gen in sorted(counts):
         values = by_gen.get(gen, [])
-        gen_best = min(values) if values else math.nan
+        gen_best = better(values) if values else math.nan
         if values:
-            best = min(best, gen_best)
+            best = gen_best if math.isnan(best) else better(best, gen_best)
         records.append(
             {
                 "generation": gen,
                 "trials": counts[gen],
                 "completed": len(values),
                 "best": gen_best,
-                "best_so_far": best if math.isfinite(best) else math.nan,
+                "best_so_far": best,
             }
         )
     return records

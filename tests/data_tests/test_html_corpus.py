@@ -1,8 +1,7 @@
-"""`bench/html_corpus.py`: HTML pages become plain-text documents the corpus loader reads."""
+"""`experiments/html_corpus.py`: HTML pages become plain-text documents the corpus loader reads."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +20,17 @@ PAGE = """<html><head><title>Book</title><style>p {color: red}</style></head><bo
 <pre><code>fn main() {}</code></pre><div><p>Last.</p></div></body></html>"""
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("html_corpus", ROOT / "bench" / "html_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = ROOT / "experiments" / "html_corpus.py"
 
 
-def test_html_text_keeps_the_text_and_drops_markup_scripts_and_navigation() -> None:
-    text = _bench().html_text(PAGE)
+def test_html_text_keeps_the_text_and_drops_markup_scripts_and_navigation(tmp_path) -> None:
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "print.html").write_text(PAGE)
+    run = [sys.executable, str(SCRIPT), str(tmp_path / "book" / "print.html"), "--out",
+           str(tmp_path / "out")]  # fmt: skip
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "out" / "book.txt").read_text()
     assert "<" not in text and "never read" not in text and "color" not in text
     assert "Chapter 1" not in text and not text.startswith("Book")  # <nav>, <head>'s <title>
     # blocks end lines, indentation goes, blank runs shrink to one, inline markup joins its text
@@ -44,7 +45,7 @@ def test_pages_become_documents_named_after_their_book(tiny_model_dir, tmp_path)
         page.write_text(PAGE.replace("Last.", " ".join(f"w{i % 90 + 3}" for i in range(400))))
         pages.append(str(page))
     out = tmp_path / "text"
-    run = [sys.executable, str(ROOT / "bench" / "html_corpus.py"), *pages, "--out", str(out)]
+    run = [sys.executable, str(SCRIPT), *pages, "--out", str(out)]
     done = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["alpha.txt", "beta.txt"]

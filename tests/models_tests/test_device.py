@@ -14,6 +14,7 @@ from longrope_opt.models import choose_attention
 from longrope_opt.models import cuda_path
 from longrope_opt.models import peak_memory_mb
 from longrope_opt.models import resolve_device
+from longrope_opt.studies import record
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def test_attention_choice_and_fallbacks(monkeypatch) -> None:
     assert choose_attention("cpu", None) == "sdpa"
     assert choose_attention("cuda", None) == "sdpa"  # not installed: SDPA, silently
     assert choose_attention("cpu", "eager") == "eager"
-    with pytest.raises(InvalidArgumentError, match=r"needs a CUDA device, got --device 'cpu'"):
+    with pytest.raises(InvalidArgumentError, match=r"needs a CUDA device, got `device` 'cpu'"):
         choose_attention("cpu", "flash_attention_2")
     with pytest.raises(InvalidArgumentError, match=r"needs flash-attn: pip install"):
         choose_attention("cuda", "flash_attention_2")
@@ -105,7 +106,7 @@ def test_cpu_search_records_its_device(tiny_model_dir, tiny_corpus, tmp_path) ->
                  "--num-parents", "2", "--dtype", "float32", "--no-fuse", "--device", "cpu",
                  "--samples", "2"]) == 0  # fmt: skip
     study = optuna.load_study(study_name="d", storage=storage)
-    compute = study.user_attrs["provenance"]["compute"]
+    compute = record.read_provenance(study)["compute"]
     assert compute["device"] == "cpu" and compute["path"] == "float32"
     assert all("peak_gpu_memory_mb" not in t.user_attrs for t in study.trials)
 

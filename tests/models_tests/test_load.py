@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import huggingface_hub.constants
 import pytest
 
 from longrope_opt.errors import InvalidArgumentError
@@ -61,7 +62,10 @@ def test_directory_without_config(tmp_path) -> None:
 
 
 def test_hub_id_without_network(monkeypatch) -> None:
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: the variable alone, set now, would
+    # leave it retrying an unreachable hub for most of a minute.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(
         ModelLoadError, match=r"could not load `model` 'no-such-org/no-such-model'.*no network"
     ):

@@ -19,6 +19,7 @@ from longrope_opt.objectives import needle_prompts
 from longrope_opt.objectives import sentence_starts
 from longrope_opt.rope import RopeSpec
 from longrope_opt.space import SearchSpace
+from longrope_opt.studies import record
 from tests.conftest import TINY_LENGTH
 from tests.conftest import build_tiny_model
 
@@ -181,7 +182,7 @@ def test_objective_reports_each_prompt_and_stores_what_it_scored(tmp_path) -> No
         storage=f"sqlite:///{tmp_path / 'n.db'}", sampler=optuna.samplers.RandomSampler(seed=0)
     )
     study.optimize(objective, n_trials=3)
-    assert study.user_attrs["longrope_opt:needle_prompts"]["prompts"] == 8
+    assert record.read_objective_record(study)["prompts"] == 8
     for t in study.trials:
         assert t.state == optuna.trial.TrialState.COMPLETE
         assert sorted(t.intermediate_values) == list(range(8))
@@ -195,9 +196,9 @@ def test_objective_reports_each_prompt_and_stores_what_it_scored(tmp_path) -> No
     [
         ({"depths": (0.1, 0.5, 0.9)}, "`depths` must be at least 4"),
         ({"depths": (0.1, 0.5, 0.9, 1.2)}, "`depths` must be at least 4"),
-        ({"mode": "half"}, "`--mode` must be one of"),
-        ({"mode": "skip", "skip_tokens": 10}, "`--skip-tokens` must be an integer in"),
-        ({"mode": "skip", "skip_tokens": 5000}, "`--skip-tokens` must be an integer in"),
+        ({"mode": "half"}, "`mode` must be one of"),
+        ({"mode": "skip", "skip_tokens": 10}, "`skip_tokens` must be an integer in"),
+        ({"mode": "skip", "skip_tokens": 5000}, "`skip_tokens` must be an integer in"),
         ({"needles": 3}, "unknown needle-ppl option"),
     ],
 )

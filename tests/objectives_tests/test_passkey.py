@@ -161,3 +161,50 @@ def test_evaluate_passkey_in_pieces_equals_one_call() -> None:
     assert head.nll + tail.nll == pytest.approx(whole.nll)
     with pytest.raises(InvalidArgumentError, match=r"`start` must be in \[0, n_trials=5\), got 5"):
         evaluate_passkey(model, tok, None, 160, n_trials=5, start=5)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "phi3"])
+@pytest.mark.parametrize("attn", ["sdpa", "longrope_sdpa_fp32"])
+def test_shared_prefix_gives_what_one_forward_per_prompt_gives(family: str, attn: str) -> None:
+    from longrope_opt import RopeScaling
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+    from longrope_opt.patching import apply_rope_scaling
+    from longrope_opt.patching import attention_of
+    from longrope_opt.patching import set_attention
+
+    model = build_tiny_model(family, vocab_size=64)
+    set_attention(model, attn)
+    spec = RopeSpec.from_config(model.config)
+    # n̂ > 0 and t != 1: the start tokens keep their angle, the rest are interpolated
+    scaling = RopeScaling(yarn(spec, 256).factors, n_hat=4, attention_scale=1.1)
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=6, seed=3)
+    assert len({p.key_span[0] for p in prompts}) > 1  # keys at several depths
+    with torch.inference_mode(), apply_rope_scaling(model, scaling):
+        whole = {i: r for i, *r in passkey_results(model, prompts, share_prefix=False)}
+        shared = {i: r for i, *r in passkey_results(model, prompts, share_prefix=True)}
+    assert attention_of(model) == attn  # restored
+    assert sorted(shared) == list(range(len(prompts)))
+    for i in whole:
+        assert shared[i][0] == whole[i][0]
+        assert shared[i][1] == pytest.approx(whole[i][1], rel=1e-4, abs=1e-4)
+
+
+def test_shared_prefix_runs_deepest_key_first_and_refuses_other_devices() -> None:
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+    from longrope_opt.patching import set_attention
+    from longrope_opt.patching import shared_prefix
+
+    model = build_tiny_model("llama", vocab_size=64)  # eager attention: prompts run whole
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=5, seed=1)
+    with torch.inference_mode():
+        assert [i for i, *_ in passkey_results(model, prompts)] == list(range(5))
+        set_attention(model, "sdpa")  # shared by default
+        order = [i for i, *_ in passkey_results(model, prompts)]
+    starts = [prompts[i].key_span[0] for i in order]
+    assert starts == sorted(starts, reverse=True) and starts != [p.key_span[0] for p in prompts]
+    set_attention(model, "eager")  # not SDPA: refused, nothing switched
+    with pytest.raises(ValueError, match="SDPA"), shared_prefix(model):
+        pass
+    assert model.config._attn_implementation == "eager"

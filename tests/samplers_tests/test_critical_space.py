@@ -16,6 +16,7 @@ from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.samplers import enqueue_seeds
 from longrope_opt.samplers import make_sampler
 from longrope_opt.space import SearchSpace
+from longrope_opt.studies import record
 
 
 SMOL = RopeSpec(head_dim=64, base=1e5, original_length=8192)
@@ -202,7 +203,7 @@ def test_search_with_needle_ppl_in_the_critical_space_end_to_end(
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) == 8
     assert study.user_attrs["longrope_opt:search_config"]["space"] == "critical"
-    assert study.user_attrs["longrope_opt:needle_prompts"]["prompts"] == 4
+    assert record.read_objective_record(study)["prompts"] == 4
     assert all(len(t.intermediate_values) == 4 for t in complete)
     assert {t.user_attrs.get("seed") for t in complete} >= {"yarn-cd", "ntk-cd", "yarn-cd-low"}
     # the study exports what it evaluated: monotone factors with the ramp below c
@@ -226,4 +227,4 @@ def test_critical_above_is_part_of_the_stored_search() -> None:
     # a study stored before the field existed keeps the range it was searched in
     old = {k: v for k, v in config.to_dict().items() if k != "critical_above"}
     assert SearchConfig.from_dict(old).build_space(SMOL).critical_bounds == (c0 - 6, c0 + 6)
-    assert config.first_difference(SearchConfig.from_dict(old)) == ("--critical-above", 0, None)
+    assert config.first_difference(SearchConfig.from_dict(old)) == ("critical_above", 0, None)

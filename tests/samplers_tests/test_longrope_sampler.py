@@ -199,7 +199,7 @@ def test_validation(kwargs: dict, pattern: str) -> None:
 def test_keyword_only_and_space_type() -> None:
     with pytest.raises(TypeError):
         LongRoPESampler(SMALL)  # type: ignore[misc]
-    with pytest.raises(InvalidArgumentError, match="`space` must be a SearchSpace, got dict"):
+    with pytest.raises(InvalidArgumentError, match=r"`space` must be an EvolutionSpace; dict lacks \['names', "):
         LongRoPESampler(space={})  # type: ignore[arg-type]
 
 

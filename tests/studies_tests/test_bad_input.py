@@ -16,6 +16,7 @@ import torch
 
 from longrope_opt.cli import main
 from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.studies import record
 from tests.conftest import build_tiny_model
 from tests.conftest import save_tiny_model_dir
 from tests.conftest import write_tiny_corpus
@@ -81,6 +82,9 @@ def _case(env, name: str) -> list[str]:
         "unknown corpus dataset": ("--corpus", "no_such_dataset_xyz"),
         "malformed storage url": ("--storage", "not-a-url"),
         "unreachable database": ("--storage", "postgresql://u@127.0.0.1:1/nodb"),
+        "unreachable proxy": ("--storage", "grpc://127.0.0.1:1"),
+        "proxy url without a port": ("--storage", "grpc://proxy-host"),
+        "journal in a missing folder": ("--storage", "journal:////no/such/folder/s.log"),
         "other target length": ("--target-length", "320"),
         "other model": ("--model", env["other"]),
     }
@@ -100,6 +104,11 @@ def _case(env, name: str) -> list[str]:
         "factors NaN": [*evaluate, "--factors", f["nan"]],
         "factors n_hat negative": [*evaluate, "--factors", f["nhat"]],
         "worker unknown study": ["worker", "--storage", env["storage"], "--study-name", "nope"],
+        "export from a missing journal": ["export", "--storage", "journal:///no-such.log",
+                                          "--study-name", "t"],  # fmt: skip
+        "storage-server port": ["storage-server", "--storage", env["storage"], "--port", "70000"],
+        "storage-server of a proxy": ["storage-server", "--storage", "grpc://127.0.0.1:9",
+                                      "--port", "13001"],  # fmt: skip
         "negative seed": [*ok, "--n-trials", "8", "--seed", "-1"],
         "negative timeout": [*ok, "--n-trials", "8", "--timeout", "-1"],
         "empty study name": [*ok, "--n-trials", "8", "--study-name", ""],
@@ -111,30 +120,36 @@ def _case(env, name: str) -> list[str]:
 
 
 CASES = {
-    "non-rope model": "`model` of type 'gpt2' has no rotary position embedding",
-    "target <= trained": "`--target-length` must be > the trained length 64, got 64 (for short factors within the window, add --recovery)",
+    "non-rope model": "`--model` of type 'gpt2' has no rotary position embedding",
+    "target <= trained": "`--target-length` must be > the trained length 64, got 64 (for short factors within the window, set `--recovery`)",
     "samples shorter than target": "has 0 document(s) of >= 4096 tokens, need k=2",
-    "unknown corpus path": "`corpus` path '/no/such/folder' does not exist",
-    "unknown corpus dataset": "could not read `corpus` dataset 'no_such_dataset_xyz'",
+    "unknown corpus path": "`--corpus` path '/no/such/folder' does not exist",
+    "unknown corpus dataset": "could not read `--corpus` dataset 'no_such_dataset_xyz'",
     "unknown objective": f"unknown objective 'nope' for `--objective`; available: {', '.join(sorted(OBJECTIVES))}",
     "unknown sampler": "unknown sampler 'nope' for `--sampler` (did you mean 'ngopt'?); available: cma, cmaes",
-    "malformed storage url": "`storage` must be a database URL",
-    "unreachable database": "cannot open `storage`",
-    "other target length": "was created with --target-length 256; this run has 320",
-    "other model": "was created with --model ",
-    "n_hat outside its set": "`n_hat` must be in [0, target_length = 256), got 256",
-    "other n_hat setting": "was created with --n-hat 'search'; this run has 4",
-    "factors wrong length": "`factors` must have length rotary_dim // 2 = 8",
+    "malformed storage url": "`--storage` must be a storage URL such as sqlite:///longrope.db",
+    "unreachable database": "cannot open `--storage`",
+    "unreachable proxy": "cannot reach the storage proxy at 127.0.0.1:1 within 15 s",
+    "proxy url without a port": "`--storage` 'grpc://proxy-host' must be grpc://host:port",
+    "journal in a missing folder": "cannot write `--storage` journal file '/no/such/folder/s.log'",
+    "export from a missing journal": "`--storage` file 'no-such.log' does not exist",
+    "storage-server port": "`--port` must be in [1, 65535], got 70000",
+    "storage-server of a proxy": "`--storage` must be a database or a journal file to serve",
+    "other target length": "was created with `--target-length` 256; this run has 320",
+    "other model": "was created with `--model` ",
+    "n_hat outside its set": "`--n-hat` must be in [0, target_length = 256), got 256",
+    "other n_hat setting": "was created with `--n-hat` 'search'; this run has 4",
+    "factors wrong length": "`--factors` must have length rotary_dim // 2 = 8",
     "factors non-monotone": "must be non-decreasing; first violation at index 2",
-    "factors negative": "`factors` must be finite and > 0; got -2.0 at index 1",
-    "factors NaN": "`factors` must be finite and > 0; got nan at index 1",
+    "factors negative": "`--factors` must be finite and > 0; got -2.0 at index 1",
+    "factors NaN": "`--factors` must be finite and > 0; got nan at index 1",
     "factors n_hat negative": "`n_hat` must be an integer >= 0",
     "worker unknown study": "`--study-name` 'nope' not found",
     "negative seed": "`--seed` must be an integer >= 0, got -1",
     "negative timeout": "`--timeout` must be >= 0 seconds, got -1.0",
     "empty study name": "`--study-name` must not be empty",
     "unknown sampler, close": "unknown sampler 'tpee' for `--sampler` (did you mean 'tpe'?)",
-    "critical above, full space": "`--critical-above` needs --space critical, got --space 'full'",
+    "critical above, full space": "`--critical-above` needs `--space` 'critical', got `--space` 'full'",
     "critical above negative": "`--critical-above` must be an integer >= 0, got -1",
 }
 
@@ -278,7 +293,7 @@ def test_outputs_are_checked_before_any_model_loads(env, tmp_path, capfd, monkey
         "finetune onto a file": ([*finetune, "-o", str(tmp_path / "file.json")],
                                  "is an existing file, not a directory"),
         "finetune into a full folder": ([*finetune, "-o", str(tmp_path / "full")],
-                                        "exists and is not empty; choose a new directory or pass --overwrite"),
+                                        "exists and is not empty; choose a new directory or pass `--overwrite`"),
         "finetune over its own model": ([*finetune, "-o", env["model"], "--overwrite"],
                                         "is the source model's own directory"),
         "export json into a missing folder": ([*export, "-o", str(tmp_path / "no/f.json")],
@@ -304,7 +319,7 @@ def test_outputs_are_checked_before_any_model_loads(env, tmp_path, capfd, monkey
     ("argv", "message"),
     [
         (["--mode", "skip", "--skip-chunks", "1"], "`--skip-chunks` must be an integer >= 2, got 1"),
-        (["--mode", "skip", "--skip-tokens", "2000"], "`--skip-tokens` must be in [2 x --skip-chunks = 4, --target-length = 256], got 2000"),
+        (["--mode", "skip", "--skip-tokens", "2000"], "`--skip-tokens` must be in [2 x `--skip-chunks` = 4, `--target-length` = 256], got 2000"),
         (["--skip-chunks", "0", "--mode", "skip"], "`--skip-chunks` must be an integer >= 2, got 0"),
     ],
 )  # fmt: skip
@@ -373,17 +388,17 @@ def test_inputs_fail_before_the_weights_load(env, tmp_path, capfd, monkeypatch) 
         "target <= trained, from the config": ([*ok, "--n-trials", "8", "--study-name", "n",
                                                 "--target-length", "32"], "must be > the trained length 64"),
         "factors of the wrong length": ([*evaluate, "--factors", f["short"]],
-                                        "`factors` must have length rotary_dim // 2 = 8"),
+                                        "`--factors` must have length rotary_dim // 2 = 8"),
         "sliding without a stride": ([*evaluate, "--mode", "sliding"], "`--stride` must be an integer >= 1"),
         "eval of a missing study": ([*evaluate, "--storage", env["storage"], "--study-name", "nope"],
                                     "`--study-name` 'nope' not found"),
         "a mistyped corpus path": ([*evaluate[:4], "/no/such/corpus", *evaluate[5:]],
-                                   "`corpus` path '/no/such/corpus' does not exist"),
+                                   "`--corpus` path '/no/such/corpus' does not exist"),
         "search on a mistyped corpus": ([*ok[:4], str(Path(env["corpus"]) / "nope"), *ok[5:],
                                          "--n-trials", "8", "--study-name", "n"], "does not exist"),
         # 5. one line for every exception a user can cause
         "factor values that are not numbers": ([*evaluate, "--factors", str(words)],
-                                               "`factors` must be a 1-D sequence of numbers"),
+                                               "`--factors` must be a 1-D sequence of numbers"),
         "no methods": ([*evaluate[:-2], "--methods", ""], "`--methods` must name at least one method"),
         "a .gguf that is not GGUF": ([*evaluate[:2], bad["fake_gguf"], *evaluate[3:]], "is not a GGUF file"),
         "a model directory without a tokenizer": ([*evaluate[:2], bad["no_tok"], *evaluate[3:]],
@@ -445,13 +460,13 @@ def test_dashboard_on_a_busy_port_or_an_unknown_host(env, capfd) -> None:
 
 def test_a_lower_n_trials_warns_and_keeps_the_total(env, capfd) -> None:
     study = optuna.load_study(study_name="t", storage=env["storage"])
-    total = study.user_attrs["n_trials"]
+    total = record.read_total(study)
     capfd.readouterr()
     assert main([*env["ok"], "--n-trials", "2"]) == 0
     err = capfd.readouterr().err
-    assert f"--n-trials 2 is below study 't''s total of {total} trials" in err
+    assert f"`--n-trials` 2 is below study 't''s total of {total} trials" in err
     study = optuna.load_study(study_name="t", storage=env["storage"])
-    assert study.user_attrs["n_trials"] == total
+    assert record.read_total(study) == total
     assert study.metric_names == ["perplexity"]  # named for the dashboard, not "Objective 0"
 
 

@@ -147,15 +147,15 @@ def test_eval_with_searched_factors_file(tiny_model_dir, tiny_corpus, tmp_path, 
     [
         (
             {"factors": [1.0, 2.0, 3.0]},
-            "searched factors do not fit this model: `factors` must have length rotary_dim // 2 = 8",
+            "searched factors do not fit this model: `--factors` must have length rotary_dim // 2 = 8",
         ),
         (
             {"factors": [1.0, 2.0, 1.5, 3.0, 3.0, 3.0, 3.0, 3.0]},
             "`--factors` must be non-decreasing; first violation at index 2: 2.0 > 1.5",
         ),
-        ({"factors": [1.0, -2.0]}, "`factors` must be finite and > 0; got -2.0 at index 1"),
+        ({"factors": [1.0, -2.0]}, "`--factors` must be finite and > 0; got -2.0 at index 1"),
         ("{not json", "is not JSON"),
-        ({"n_hat": 3}, "`factors` is missing"),
+        ({"n_hat": 3}, "`--factors` is missing"),
     ],
 )
 def test_bad_factor_files(tiny_model_dir, tiny_corpus, tmp_path, capsys, content, message) -> None:

@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 
 from longrope_opt.cli import main
 from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.studies import record
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_search_resumes_to_total_and_exports(
     study = optuna.load_study(study_name="tiny", storage=storage)
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 8
     assert all(t.state == TrialState.COMPLETE for t in study.trials)  # nothing pruned by default
-    prov = study.user_attrs["provenance"]
+    prov = record.read_provenance(study)
     assert prov["target_length"] == 256 and prov["original_length"] == 64 and prov["samples"] == 2
     assert set(prov["versions"]) >= {"torch", "transformers", "optuna", "longrope_opt"}
     # the same command with a larger total continues the same study
@@ -77,9 +78,9 @@ def test_search_resumes_to_total_and_exports(
     ) == 1  # seeds not re-enqueued
     out_file = tmp_path / "f.json"
     assert main(["export", "--storage", storage, "--study-name", "tiny", "-o", str(out_file)]) == 0
-    record = json.loads(out_file.read_text())
-    assert record["value"] == pytest.approx(study.best_value)
-    rp = record["rope_parameters"]
+    exported = json.loads(out_file.read_text())
+    assert exported["value"] == pytest.approx(study.best_value)
+    rp = exported["rope_parameters"]
     assert rp["rope_type"] == "longrope" and len(rp["long_factor"]) == 8
     assert rp["original_max_position_embeddings"] == 64 and rp["factor"] == 4.0
 
@@ -89,12 +90,13 @@ def test_resume_with_other_target_length_is_refused(
 ) -> None:
     storage = f"sqlite:///{tmp_path / 's.db'}"
     assert main(_search_args(tiny_model_dir, tiny_corpus, storage, 3)) == 0
+    before = len(optuna.load_study(study_name="tiny", storage=storage).trials)
     args = _search_args(tiny_model_dir, tiny_corpus, storage, 6)
     args[args.index("--target-length") + 1] = "200"
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "was created with --target-length 256; this run has 200" in err
-    assert len(optuna.load_study(study_name="tiny", storage=storage).trials) == 3
+    assert "was created with `--target-length` 256; this run has 200" in err
+    assert len(optuna.load_study(study_name="tiny", storage=storage).trials) == before
 
 
 def test_ctrl_c_leaves_consistent_study_and_same_command_resumes(
@@ -209,4 +211,5 @@ def test_plugin_objective_from_installed_package_runs_by_name(
     ]
     subprocess.run(cmd, check=True, env=env, cwd=ROOT, capture_output=True)
     study = optuna.load_study(study_name="tiny", storage=storage)
-    assert [t.user_attrs.get("plugin") for t in study.trials] == ["half"] * 3
+    done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert [t.user_attrs.get("plugin") for t in done] == ["half"] * 3

@@ -24,9 +24,9 @@ import pytest
 from optuna.trial import TrialState
 
 from longrope_opt.cli import main
-from longrope_opt.studies import CONFIG_KEY
 from longrope_opt.studies import SearchConfig
 from longrope_opt.studies import best_scaling
+from longrope_opt.studies import record
 from tests.conftest import save_tiny_model_dir
 from tests.conftest import write_tiny_corpus
 
@@ -54,12 +54,13 @@ def _load() -> optuna.Study:
 
 def test_legacy_config_is_read(legacy) -> None:
     study = _load()
-    assert CONFIG_KEY not in study.user_attrs and "search_config" in study.user_attrs
+    assert record.CONFIG not in study.user_attrs and "search_config" in study.user_attrs
     config = SearchConfig.from_study(study)
     assert config == SearchConfig(
         model="model", corpus="corpus", samples=2, seed=0, target_length=256,
         sampler_options={"population_size": 4, "num_mutations": 2, "num_crossovers": 2,
                          "num_parents": 2, "mutation_prob": 0.3},
+        seed_methods=("pi", "ntk", "yarn"),  # every study's seeds before `seed_methods` existed
     )  # fmt: skip
 
 
@@ -71,7 +72,7 @@ def test_legacy_study_resumes_with_the_same_flags_and_migrates(legacy) -> None:
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(complete) == 12
     assert {n: (t.params, t.value) for n, t in enumerate(study.trials) if n < 8} == before
-    assert SearchConfig.from_dict(study.user_attrs[CONFIG_KEY]) == SearchConfig.from_study(study)
+    assert SearchConfig.from_dict(study.user_attrs[record.CONFIG]) == SearchConfig.from_study(study)
     # other settings are still refused, naming the flag
     assert main(["search", *FLAGS[:-2], "--n-trials", "12", "--num-parents", "3"]) == 2
 
@@ -83,12 +84,12 @@ def test_legacy_study_joins_a_worker_and_exports(legacy, capsys) -> None:
     assert len(_load().get_trials(states=(TrialState.COMPLETE,))) == 10
     assert main(["export", "--storage", "sqlite:///legacy.db", "--study-name", "legacy",
                  "-o", "f.json"]) == 0  # fmt: skip
-    record = json.loads(Path("f.json").read_text())
+    exported = json.loads(Path("f.json").read_text())
     study = _load()
     names = sorted(k for k in study.best_params if k.startswith("lambda_"))
-    np.testing.assert_array_equal(record["factors"], [study.best_params[n] for n in names])
-    assert record["factors"] == list(best_scaling(study)[0].factors)
-    assert record["target_length"] == 256
+    np.testing.assert_array_equal(exported["factors"], [study.best_params[n] for n in names])
+    assert exported["factors"] == list(best_scaling(study)[0].factors)
+    assert exported["target_length"] == 256
 
 
 def test_study_stored_before_a_config_field_resumes(legacy) -> None:
@@ -96,10 +97,11 @@ def test_study_stored_before_a_config_field_resumes(legacy) -> None:
     # a run that leaves the field at its default resumes (the 4x script's studies are such studies).
     assert main(["search", *FLAGS, "--n-trials", "9"]) == 0
     study = _load()
-    stored = dict(study.user_attrs[CONFIG_KEY])
+    stored = dict(study.user_attrs[record.CONFIG])
     assert stored.pop("critical_above") is None
     assert stored.pop("seed_all") is False  # a field whose default is not None
-    study.set_user_attr(CONFIG_KEY, stored)
+    assert stored.pop("seed_methods") == ["pi", "ntk", "yarn"]  # new studies set it otherwise
+    study.set_user_attr(record.CONFIG, stored)
     assert main(["search", *FLAGS, "--n-trials", "10"]) == 0
     assert len(_load().get_trials(states=(TrialState.COMPLETE,))) == 10
     # a setting the study was not made with is still refused

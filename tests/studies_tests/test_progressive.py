@@ -152,4 +152,4 @@ def test_recovery_space_caps_lambda_and_needs_the_flag(
     assert main(args) == 2
     assert "`--target-length` must be > the trained length 64" in capsys.readouterr().err
     assert main([*args, "--recovery", "--target-length", "128"]) == 2
-    assert "must be <= the trained length 64 with --recovery, got 128" in capsys.readouterr().err
+    assert "must be <= the trained length 64 with `--recovery`, got 128" in capsys.readouterr().err

@@ -10,9 +10,9 @@ from optuna.trial import TrialState
 
 from longrope_opt.cli import main
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.studies import RERANK_KEY
 from longrope_opt.studies import best_scaling
 from longrope_opt.studies import export_best
+from longrope_opt.studies import record
 from longrope_opt.studies import rerank_study
 from longrope_opt.studies import reranked_best
 from tests.studies_tests.test_cli_search import _search_args
@@ -51,7 +51,7 @@ def test_rerank_picks_the_full_fidelity_winner_and_resumes(searched, tmp_path) -
 
     scaling, trial = rerank_study(study, evaluate, top=2)
     assert sorted(calls) == sorted(top3[:2]) and trial.number == top3[1]
-    assert set(study.user_attrs[RERANK_KEY]) == {str(n) for n in top3[:2]}
+    assert set(record.read_rerank(study)) == set(top3[:2])
     # widening the re-rank evaluates only the new trial; the stored ones are read
     scaling, trial = rerank_study(optuna.load_study(study_name="tiny", storage=storage), evaluate, top=3)
     assert calls[2:] == [top3[2]] and trial.number == top3[2]
@@ -59,8 +59,8 @@ def test_rerank_picks_the_full_fidelity_winner_and_resumes(searched, tmp_path) -
     study = optuna.load_study(study_name="tiny", storage=storage)
     assert study.best_trial.number == top3[0]
     assert best_scaling(study)[1].number == top3[2]
-    record = export_best(study, tmp_path / "best.json")
-    assert record["trial"] == top3[2] and record["rerank_value"] == truth[top3[2]]
+    exported = export_best(study, tmp_path / "best.json")
+    assert exported["trial"] == top3[2] and exported["rerank_value"] == truth[top3[2]]
     assert json.loads((tmp_path / "best.json").read_text())["factors"] == list(scaling.factors)
 
 
@@ -74,7 +74,7 @@ def test_rerank_rejects_bad_top_and_empty_study(searched) -> None:
     storage, _ = searched
     study = optuna.load_study(study_name="tiny", storage=storage)
     for bad in (0, -2, 1.5, True):
-        with pytest.raises(InvalidArgumentError, match=r"`--rerank` must be an integer >= 1"):
+        with pytest.raises(InvalidArgumentError, match=r"`rerank` must be an integer >= 1"):
             rerank_study(study, lambda s: 1.0, top=bad)
     empty = optuna.create_study(storage=storage, study_name="empty")
     with pytest.raises(InvalidArgumentError, match="no completed trial"):
@@ -88,15 +88,15 @@ def test_cli_search_reranks_at_full_length_once(searched, capsys) -> None:
     assert main([*args, "--rerank", "2"]) == 0
     out = capsys.readouterr().out
     study = optuna.load_study(study_name="tiny", storage=storage)
-    stored = study.user_attrs[RERANK_KEY]
-    assert len(stored) == 2 and "re-ranked at full fidelity" in out and "<- winner" in out
+    stored = record.read_rerank(study)
+    assert len(stored) == 2 and "re-ranked at full fidelity" in out and "<- re-ranked winner" in out
     assert {int(k) for k in stored} == {t.number for t in _complete(study)[:2]}
     assert all(v > 1.0 for v in stored.values())  # perplexities at the full target length
     # the full-length value differs from the proxy's (another measurement, not a copy)
     assert any(abs(v - study.trials[int(k)].value) > 1e-6 for k, v in stored.items())
     before = dict(stored)
     assert main([*args, "--rerank", "2"]) == 0  # a rerun re-evaluates nothing
-    assert optuna.load_study(study_name="tiny", storage=storage).user_attrs[RERANK_KEY] == before
+    assert record.read_rerank(optuna.load_study(study_name="tiny", storage=storage)) == before
 
 
 def test_cli_rerank_bad_value_is_one_line_exit_2(searched, capsys) -> None:

@@ -45,7 +45,7 @@ def test_finetune_exports_a_longrope_model(tiny_model_dir, tiny_corpus, tmp_path
         (["--steps", "0"], "`--steps` must be >= 1, got 0"),
         (["--seed", "-1"], "`--seed` must be an integer >= 0, got -1"),
         (["--study-name", "x"], "give exactly one of `--factors` or `--study-name`"),
-        (["--target-length", "64"], "`target_length` must be an integer > the trained length 64"),
+        (["--target-length", "64"], "`--target-length` must be an integer > the trained length 64"),
     ],
 )
 def test_finetune_bad_input(tiny_model_dir, tiny_corpus, tmp_path, capsys, extra, message) -> None:

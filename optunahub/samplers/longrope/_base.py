@@ -1,9 +1,8 @@
 # Generated from longrope_opt/samplers/_base.py by optunahub/build.py: do not edit.
-"""What every sampler over a `SearchSpace` shares: the relative space and the fallback."""
+"""What every sampler over an `EvolutionSpace` shares: the relative space and the fallback."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from typing import Any
 
 from optuna.distributions import BaseDistribution
@@ -13,26 +12,22 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial
 
 from ._errors import InvalidArgumentError
-
-
-if TYPE_CHECKING:  # the OptunaHub package is generated from this file: no project import at run time
-    from ._space import MonotoneSpace as SearchSpace
-
-#: What a space must offer the samplers (`SearchSpace` here, `MonotoneSpace` in the OptunaHub
-#: package).
-SPACE_METHODS = ("distributions", "decode", "encode", "seed_params", "snap_candidate", "complete")
+from ._protocol import EvolutionSpace
+from ._protocol import missing_members
 
 
 class SpaceSampler(BaseSampler):
-    """Base of the samplers here: the relative search space is the LongRoPE `SearchSpace`;
+    """Base of the samplers here: the relative search space is an `EvolutionSpace` (the
+    project's `SearchSpace`, or the OptunaHub package's `MonotoneSpace`);
     parameters outside it (a user's extra knobs) are sampled at random; single objective only.
     Subclasses implement `sample_relative`.
     """
 
-    def __init__(self, *, space: SearchSpace, seed: int | None) -> None:
-        if not all(callable(getattr(space, name, None)) for name in SPACE_METHODS):
+    def __init__(self, *, space: EvolutionSpace, seed: int | None) -> None:
+        missing = missing_members(space)
+        if missing:
             raise InvalidArgumentError(
-                f"`space` must be a SearchSpace, got {type(space).__name__}."
+                f"`space` must be an EvolutionSpace; {type(space).__name__} lacks {missing}."
             )
         self._space = space
         self._random = RandomSampler(seed=seed)

@@ -4,19 +4,16 @@
 A genome is ``(factors, n_hat, attention_scale, critical)``. Every operator returns a genome whose
 factors are non-decreasing and inside the space's bounds, or ``None`` when it cannot within its
 tries. In the critical shape (``critical`` set) only λ from c on are genes; the ones below are
-the ramp `SearchSpace.complete` recomputes, and c itself moves by a step of one or two.
+the ramp the space's `complete` recomputes, and c itself moves by a step of one or two.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from typing import NamedTuple
 
 import numpy as np
 
-
-if TYPE_CHECKING:  # only NumPy at run time: the OptunaHub package is generated from this file
-    from ._space import MonotoneSpace as SearchSpace
+from ._protocol import EvolutionSpace
 
 
 class Genome(NamedTuple):
@@ -41,7 +38,7 @@ def is_monotone(factors: np.ndarray) -> bool:
 
 
 def _grid_between(
-    lo: float, hi: float, space: SearchSpace, rng: np.random.Generator, current: float
+    lo: float, hi: float, space: EvolutionSpace, rng: np.random.Generator, current: float
 ) -> float:
     # A uniform grid point in [lo, hi]; when no grid point lies there, keep the current value.
     step = space.step
@@ -54,7 +51,7 @@ def _grid_between(
     return round(space.low + step * int(rng.integers(k_lo, k_hi + 1)), 10)
 
 
-def _redraw(f: np.ndarray, space: SearchSpace, rng: np.random.Generator, prob: float) -> None:
+def _redraw(f: np.ndarray, space: EvolutionSpace, rng: np.random.Generator, prob: float) -> None:
     # Left to right, each picked λ_i uniformly in [λ_{i−1}, λ_{i+1}] (bounds at the ends).
     n = f.size
     for i in np.flatnonzero(rng.random(n) < prob):
@@ -64,15 +61,16 @@ def _redraw(f: np.ndarray, space: SearchSpace, rng: np.random.Generator, prob: f
 
 
 def _mutate_extras(
-    parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: float, *, local: bool
+    parent: Genome, space: EvolutionSpace, rng: np.random.Generator, prob: float, *, local: bool
 ) -> tuple[int, float | None]:
     # n̂ re-drawn from its set and a searched t changed, each with probability `prob`: t
     # uniformly in its bounds (the paper), or by a small log-normal step (`local`).
     n_hat, t = parent.n_hat, parent.attention_scale
-    if len(space.n_hat) > 1 and rng.random() < prob:
-        n_hat = int(rng.choice(space.n_hat))
-    if space.attention == "search" and (not local or t is not None) and rng.random() < prob:
-        lo, hi = space.attention_bounds
+    choices, bounds = space.n_hat_choices, space.attention_range
+    if choices is not None and len(choices) > 1 and rng.random() < prob:
+        n_hat = int(rng.choice(choices))
+    if bounds is not None and (not local or t is not None) and rng.random() < prob:
+        lo, hi = bounds
         if local and t is not None:
             t = round(float(np.clip(t * np.exp(0.03 * rng.standard_normal()), lo, hi)), 4)
         else:
@@ -80,13 +78,13 @@ def _mutate_extras(
     return n_hat, t
 
 
-def _shift_critical(c: int, space: SearchSpace, rng: np.random.Generator) -> int:
+def _shift_critical(c: int, space: EvolutionSpace, rng: np.random.Generator) -> int:
     bounds = space.critical_bounds
     assert bounds is not None  # critical shape
     return int(np.clip(c + int(rng.choice((-2, -1, 1, 2))), *bounds))
 
 
-def mutate(parent: Genome, space: SearchSpace, rng: np.random.Generator, prob: float) -> Genome:
+def mutate(parent: Genome, space: EvolutionSpace, rng: np.random.Generator, prob: float) -> Genome:
     """Re-draw each λ_i with probability `prob`, uniformly on the grid between its neighbours.
 
     Dimensions are visited left to right and λ_i is drawn in [λ_{i−1}, λ_{i+1}] (the bounds at
@@ -117,7 +115,7 @@ def crossover(
     rng: np.random.Generator,
     *,
     tries: int = 20,
-    space: SearchSpace | None = None,
+    space: EvolutionSpace | None = None,
 ) -> Genome | None:
     """Child taking each λ_i from `a` or `b`; only a monotone child is returned.
 
@@ -157,7 +155,7 @@ def crossover(
 
 
 def _crossover_critical(
-    a: Genome, b: Genome, space: SearchSpace, rng: np.random.Generator, *, tries: int
+    a: Genome, b: Genome, space: EvolutionSpace, rng: np.random.Generator, *, tries: int
 ) -> Genome | None:
     c = a.critical if rng.random() < 0.5 else b.critical
     assert c is not None  # both parents carry one
@@ -185,28 +183,25 @@ def _crossover_critical(
     return None
 
 
-def random_monotone(space: SearchSpace, rng: np.random.Generator, n: int) -> Genome:
+def random_monotone(space: EvolutionSpace, rng: np.random.Generator, n: int) -> Genome:
     """A fresh non-decreasing vector: sorted uniform grid points (the last-resort fallback)."""
     bounds = space.critical_bounds
     if bounds is not None:
         c = int(rng.integers(bounds[0], bounds[1] + 1))
         f = np.ones(n)
         f[c:] = np.sort(space.snap(rng.uniform(space.low, space.high, n - c)))
-        n_hat = int(rng.choice(space.n_hat))
-        t = (
-            round(float(rng.uniform(*space.attention_bounds)), 4)
-            if space.attention == "search"
-            else None
-        )
+        n_hat, t = _random_extras(space, rng)
         return Genome(space.complete(f, c), n_hat, t, c)
     f = np.sort(space.snap(rng.uniform(space.low, space.high, n)))
-    n_hat = int(rng.choice(space.n_hat))
-    t = (
-        round(float(rng.uniform(*space.attention_bounds)), 4)
-        if space.attention == "search"
-        else None
-    )
-    return Genome(f, n_hat, t)
+    return Genome(f, *_random_extras(space, rng))
+
+
+def _random_extras(space: EvolutionSpace, rng: np.random.Generator) -> tuple[int, float | None]:
+    # n̂ from its choices (0 when the space has no n̂ gene), t in its range when searched.
+    choices, bounds = space.n_hat_choices, space.attention_range
+    n_hat = int(rng.choice(choices)) if choices else 0
+    t = round(float(rng.uniform(*bounds)), 4) if bounds is not None else None
+    return n_hat, t
 
 
 def parent_spread(parents: list[Genome], *, floor: float = 0.01, cap: float = 0.3) -> np.ndarray:
@@ -219,7 +214,7 @@ def parent_spread(parents: list[Genome], *, floor: float = 0.01, cap: float = 0.
 
 def mutate_adaptive(
     parent: Genome,
-    space: SearchSpace,
+    space: EvolutionSpace,
     rng: np.random.Generator,
     prob: float,
     sigma: np.ndarray,
@@ -247,7 +242,7 @@ def mutate_adaptive(
     return Genome(f, n_hat, t, c)
 
 
-def blend(a: Genome, b: Genome, space: SearchSpace, rng: np.random.Generator) -> Genome:
+def blend(a: Genome, b: Genome, space: EvolutionSpace, rng: np.random.Generator) -> Genome:
     """λ = a + u·(b − a) with one u ~ U(−0.25, 1.25) for every gene (BLX-α), sorted: for u in
     [0, 1] a mix of two monotone vectors is already monotone; outside it the child extrapolates
     along the line joining two good parents. n̂, t and c come from either parent."""
@@ -265,7 +260,7 @@ def blend(a: Genome, b: Genome, space: SearchSpace, rng: np.random.Generator) ->
 
 def sample_around(
     parents: list[Genome],
-    space: SearchSpace,
+    space: EvolutionSpace,
     rng: np.random.Generator,
     prob: float,
     *,

@@ -1,8 +1,9 @@
 """`MonotoneSpace`: a non-decreasing vector of floats, the space the evolution searches.
 
-The LongRoPE project passes its RoPE-specific `SearchSpace` (which adds n̂, the attention scale,
-the critical dimension and the PI/NTK/YaRN seeds); this is the same interface for any objective
-over a monotone vector. Only NumPy and Optuna are imported.
+It implements `EvolutionSpace` (`_protocol.py`), what the sampler reads of a space. The LongRoPE
+project passes its RoPE-specific `SearchSpace`, which adds optional genes (n̂, the attention
+scale, the critical dimension) and the PI/NTK/YaRN seeds; this space has no optional gene, for
+any objective over a monotone vector. Only NumPy and Optuna are imported.
 """
 
 from __future__ import annotations
@@ -30,11 +31,10 @@ class MonotoneSpace:
             YaRN); enqueue them with `LongRoPESampler.seed_params`.
     """
 
-    # What the evolution reads besides the vector (fixed here: no n̂, no attention, no c).
-    n_hat: tuple[int, ...] = (0,)
-    attention = "none"
-    attention_bounds = (1.0, 1.0)
-    critical_bounds = None
+    # The optional genes of an `EvolutionSpace`: a plain monotone vector has none.
+    n_hat_choices: tuple[int, ...] | None = None
+    attention_range: tuple[float, float] | None = None
+    critical_bounds: tuple[int, int] | None = None
 
     def __init__(
         self,
@@ -46,6 +46,7 @@ class MonotoneSpace:
         seeds: Mapping[str, Sequence[float]] | None = None,
     ) -> None:
         self.names = [str(n) for n in names]
+        self.param_names = self.names  # every factor is a parameter (no c gene)
         if len(self.names) < 2 or len(set(self.names)) != len(self.names):
             raise InvalidArgumentError(
                 f"`names` must hold at least 2 distinct names, got {list(names)!r}."

@@ -1,0 +1,190 @@
+"""One forward's keys and values reused by many sequences that begin the same way.
+
+Passkey prompts at one length differ only from the key on: before it they are the same
+instruction and filler. A 32k prompt costs one full forward, so 20 keys cost 20 forwards. With
+the common beginning run once and each prompt running only its own end, a prompt whose key sits
+at depth d costs the rows from d on: about 1 − d of the linear work and 1 − d² of the causal
+attention, ≈ 0.6 of a forward for keys spread uniformly.
+
+How: an attention implementation registered with transformers (`AttentionInterface`, as
+`SDPA_FP32` is) captures each layer's rotated keys and values during the prefix forward. During
+a suffix forward it attends to the first `start` captured positions (no mask: all are earlier)
+and causally to the suffix itself, with PyTorch's CPU flash kernel, which returns each row's
+log-sum-exp; the two partial softmaxes are merged exactly by it. No transformers cache object
+is used (its crop API changed within transformers 5), and no (suffix × prefix) mask is built.
+Rotary positions stay exact: the suffix runs with position ids start, start+1, ….
+
+CPU only: on other devices `shared_prefix` raises and callers run whole sequences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from longrope_opt.patching._attention import SDPA_FP32
+from longrope_opt.patching._attention import _register as _register_fp32
+from longrope_opt.patching._attention import attention_of
+from longrope_opt.patching._attention import set_attention
+from longrope_opt.patching._compile import fuse_elementwise
+from longrope_opt.patching._compile import is_fused
+from longrope_opt.patching._compile import unfuse_elementwise
+
+
+#: Registered name of the prefix-sharing attention.
+PREFIX_ATTENTION = "longrope_prefix"
+_STATE = "_longrope_opt_prefix"  # attribute on each attention module: its `_LayerState`
+
+
+class _LayerState:
+    """What one attention layer keeps between the prefix forward and the suffix forwards."""
+
+    def __init__(self, inner: str) -> None:
+        self.inner = inner  # the implementation in force before (sdpa or SDPA_FP32)
+        self.capture = True
+        self.start = 0  # suffix forwards: how many captured positions precede the suffix
+        self.key: torch.Tensor | None = None  # (B, KVH, P, D)
+        self.value: torch.Tensor | None = None
+
+
+def _merge(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, pre_k: torch.Tensor,
+    pre_v: torch.Tensor, scale: float | None,
+) -> torch.Tensor:  # fmt: skip
+    """softmax over [prefix ‖ causal suffix] from two flash passes, merged by log-sum-exp."""
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    rep = query.shape[1] // key.shape[1]  # grouped-query attention: one kv head per group
+    if rep > 1:
+        key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
+        pre_k, pre_v = pre_k.repeat_interleave(rep, 1), pre_v.repeat_interleave(rep, 1)
+    out_p, lse_p = flash(query, pre_k, pre_v, 0.0, False, scale=scale)  # (B, H, S, D), (B, H, S)
+    out_s, lse_s = flash(query, key, value, 0.0, True, scale=scale)
+    top = torch.maximum(lse_p, lse_s)
+    w_p, w_s = torch.exp(lse_p - top)[..., None], torch.exp(lse_s - top)[..., None]
+    out = (out_p.float() * w_p + out_s.float() * w_s) / (w_p + w_s)  # (B, H, S, D) fp32
+    return out.to(query.dtype)
+
+
+def _prefix_attention(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, *args: Any, **kwargs: Any
+) -> Any:
+    # transformers on use: only where an attention is registered or run
+    from transformers import AttentionInterface
+
+    state: _LayerState = module.__dict__[_STATE]
+    if state.capture:  # the shared beginning: an ordinary causal forward, remembered
+        state.key, state.value = key, value
+        inner: Any = AttentionInterface._global_mapping[state.inner]
+        return inner(module, query, key, value, attention_mask, *args, **kwargs)
+    assert state.key is not None and state.value is not None
+    dtype = query.dtype
+    if state.inner == SDPA_FP32:  # bf16 weights, fp32 attention: as the path's own kernel
+        query, key, value = query.float(), key.float(), value.float()
+    pre_k = state.key[:, :, : state.start].to(key.dtype)
+    pre_v = state.value[:, :, : state.start].to(value.dtype)
+    scale = kwargs.get("scaling", getattr(module, "scaling", None))
+    out = _merge(query, key, value, pre_k, pre_v, scale)  # (B, H, S, D)
+    return out.transpose(1, 2).contiguous().to(dtype), None  # (B, S, H, D), as transformers'
+
+
+def _no_mask(*args: Any, **kwargs: Any) -> None:
+    # `_prefix_attention` applies causality itself; a (suffix × total) mask would cost memory.
+    return None
+
+
+def _register() -> None:
+    # transformers on use: only where an attention is registered or run
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    if PREFIX_ATTENTION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(PREFIX_ATTENTION, _prefix_attention)
+        AttentionMaskInterface.register(PREFIX_ATTENTION, _no_mask)
+
+
+class SharedPrefix:
+    """Runs a shared beginning once, then any number of continuations of it (see module doc)."""
+
+    def __init__(self, model: Any, states: list[Any]) -> None:
+        self._model = model
+        self._states = states
+        self.length = 0  # captured positions
+
+    def _run(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        device = self._model.get_output_embeddings().weight.device
+        ids = ids.to(device)[None]  # (1, T)
+        positions = torch.arange(start, start + ids.shape[1], device=device)[None]  # (1, T)
+        # An explicit all-ones mask: position ids that do not start at 0 must not be read as
+        # packed sequences (transformers' masking_utils.find_packed_sequence_indices).
+        out = self._model.get_decoder()(
+            input_ids=ids, position_ids=positions, attention_mask=torch.ones_like(ids),
+            use_cache=False,
+        )  # fmt: skip
+        return out.last_hidden_state[0]  # (T, H)
+
+    def capture(self, ids: torch.Tensor) -> torch.Tensor:
+        """Run the shared beginning (1-D tokens from position 0); returns its hidden states."""
+        for s in self._states:
+            s.capture = True
+        hidden = self._run(ids, 0)
+        self.length = int(ids.numel())
+        for s in self._states:
+            s.capture = False
+        return hidden
+
+    def continue_from(self, start: int, ids: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``(T, H)`` of `ids` placed at positions ``start …`` after the first
+        `start` captured tokens, exactly as in one forward over ``prefix[:start] + ids``."""
+        if not 0 < start <= self.length:
+            raise ValueError(f"`start` must be in [1, {self.length}], got {start}.")
+        for s in self._states:
+            s.start = start
+        return self._run(ids, start)
+
+
+def can_share_prefix(model: Any) -> bool:
+    """Whether `shared_prefix` works for `model` (on the CPU, with SDPA attention)."""
+    device = model.get_output_embeddings().weight.device
+    return device.type == "cpu" and attention_of(model) in ("sdpa", SDPA_FP32)
+
+
+@contextlib.contextmanager
+def shared_prefix(model: Any) -> Iterator[SharedPrefix]:
+    """Context in which `model` can run one prefix and many continuations of it (CPU only).
+
+    The model's attention implementation is switched and restored on exit; element-wise fusion
+    (`fuse_elementwise`) is lifted meanwhile, since every continuation has its own length and a
+    compiled layer would compile again for each.
+
+    Raises:
+        ValueError: The model is not on the CPU, or its attention is not SDPA (fp32 or not).
+    """
+    device = model.get_output_embeddings().weight.device
+    inner = attention_of(model)
+    if not can_share_prefix(model):
+        raise ValueError(
+            f"shared prefixes need a CPU model with SDPA attention; got {device.type} with "
+            f"{inner!r}."
+        )
+    _register()
+    if inner == SDPA_FP32:
+        _register_fp32()
+    fused = is_fused(model)
+    if fused:
+        unfuse_elementwise(model)
+    modules = [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(m, "o_proj")]
+    states = [_LayerState(inner) for _ in modules]
+    for module, state in zip(modules, states):
+        module.__dict__[_STATE] = state
+    set_attention(model, PREFIX_ATTENTION)
+    try:
+        yield SharedPrefix(model, states)
+    finally:
+        set_attention(model, inner)
+        for module in modules:
+            module.__dict__.pop(_STATE, None)
+        if fused:
+            fuse_elementwise(model)
