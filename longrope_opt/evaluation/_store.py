@@ -11,6 +11,12 @@ The store is the user attrs of one study of the storage (`STORE_STUDY`): every s
 supports works (SQLite, PostgreSQL, journal, gRPC proxy), each write is one row, and workers on
 other machines share it. A record is kept per compute path (``float32``, ``bf16-fp32attn``, …):
 the same measurement made two ways differs at the precision of the path.
+
+A scaling is keyed by its numbers rounded to `KEY_DIGITS` significant digits: the same formula
+computed on two CPUs can differ in its last bit (numpy's AVX-512 ``power`` is not its AVX2 one),
+and a key of the raw bits would miss every record made on the other machine. Keys of the raw
+bits, which an earlier version wrote, are still found (`measurement_key`'s ``exact``) and adopted
+under the rounded key on first use.
 """
 
 from __future__ import annotations
@@ -58,20 +64,36 @@ def tokens_hash(ids: Any) -> str:
     return hashlib.sha256(array.tobytes()).hexdigest()[:16]
 
 
-def scaling_identity(scaling: RopeScaling | None) -> Any:
-    """What makes two scalings the same measurement (JSON-ready; None: the model as it is)."""
+#: Significant digits of a scaling's numbers in a key: far above what a forward can tell apart,
+#: far below where two CPUs' last bits differ.
+KEY_DIGITS = 12
+
+
+def _rounded(x: float, exact: bool) -> float:
+    return float(x) if exact else float(f"{float(x):.{KEY_DIGITS}g}")
+
+
+def scaling_identity(scaling: RopeScaling | None, *, exact: bool = False) -> Any:
+    """What makes two scalings the same measurement (JSON-ready; None: the model as it is).
+
+    Args:
+        scaling: The scaling, or None.
+        exact: The raw float64 bits (the keys of an earlier version), not `KEY_DIGITS` digits.
+    """
     if scaling is None:
         return None
     return {
-        "factors": [float(x) for x in np.asarray(scaling.factors, dtype=np.float64)],
+        "factors": [_rounded(x, exact) for x in np.asarray(scaling.factors, dtype=np.float64)],
         "n_hat": int(scaling.n_hat),
-        "attention_scale": float(scaling.attention_scale),
+        "attention_scale": _rounded(scaling.attention_scale, exact),
     }
 
 
-def measurement_key(kind: str, model: str, content: str, length: int, scaling: Any) -> str:
-    """The store key of one measurement (``kind:digest``)."""
-    what = [kind, model, content, int(length), scaling_identity(scaling)]
+def measurement_key(
+    kind: str, model: str, content: str, length: int, scaling: Any, *, exact: bool = False
+) -> str:
+    """The store key of one measurement (``kind:digest``); ``exact``: an earlier version's key."""
+    what = [kind, model, content, int(length), scaling_identity(scaling, exact=exact)]
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
     return f"{kind}:{digest}"
 
@@ -115,6 +137,14 @@ class MeasurementStore:
         }
         self._study.set_user_attr(key, by_path)
         self._records[key] = by_path
+
+    def adopt(self, key: str, old_key: str) -> bool:
+        """Copy the records under `old_key` to `key` when `key` has none; True if it did."""
+        if key == old_key or key in self._records or old_key not in self._records:
+            return False
+        self._study.set_user_attr(key, self._records[old_key])
+        self._records[key] = self._records[old_key]
+        return True
 
     def __len__(self) -> int:
         return len(self._records)

@@ -162,6 +162,7 @@ def validate(
         (n, r.name, j): measurement_key("passkey", fingerprint, tokens_hash(p.ids), n, r.scaling)
         for n in lengths for r in table[n] for j, p in enumerate(prompts[n])
     }  # fmt: skip
+    _adopt_exact_keys(store, fingerprint, table, lengths, documents, prompts, ppl_keys, key_keys)
     cost = {n: (n / lengths[-1]) ** 1.5 for n in lengths}  # between linear and quadratic
     todo_ppl = [k for k, key in ppl_keys.items() if store.get(key) is None]
     todo_keys = [k for k, key in key_keys.items() if store.get(key) is None]
@@ -196,6 +197,25 @@ def validate(
     bar.close()
     return _collect(table, lengths, ids, keys, passkey_seed, prompts, store, ppl_keys, key_keys,
                     fingerprint, measured)  # fmt: skip
+
+
+def _adopt_exact_keys(
+    store: MeasurementStore, fingerprint: str, table: dict[int, list[Row]], lengths: list[int],
+    documents: Sequence[Any], prompts: dict[int, list[Any]], ppl_keys: dict, key_keys: dict,
+) -> None:  # fmt: skip
+    """Records an earlier version keyed by the scaling's raw bits, adopted under today's keys."""
+    adopted = 0
+    for n in lengths:
+        for r in table[n]:
+            for i, d in enumerate(documents):
+                old = measurement_key("ppl", fingerprint, tokens_hash(d[:n]), n, r.scaling, exact=True)
+                adopted += store.adopt(ppl_keys[(n, r.name, i)], old)
+            for j, p in enumerate(prompts[n]):
+                old = measurement_key("passkey", fingerprint, tokens_hash(p.ids), n, r.scaling,
+                                      exact=True)  # fmt: skip
+                adopted += store.adopt(key_keys[(n, r.name, j)], old)
+    if adopted:
+        logger.info("validate: %d records of an earlier key format adopted", adopted)
 
 
 def _collect(

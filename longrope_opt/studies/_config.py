@@ -184,7 +184,7 @@ class SearchConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchConfig:
         """Inverse of `to_dict`; unknown keys are an error (a newer release wrote them)."""
-        if "seeds" in data:  # the name one release (5741729) gave `seed_methods`
+        if "seeds" in data:  # the name a version before this one gave `seed_methods`
             data = {**{k: v for k, v in data.items() if k != "seeds"}, "seed_methods": data["seeds"]}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)

@@ -5,17 +5,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 
 from longrope_opt.cli import main
 from longrope_opt.data import load_samples
 from longrope_opt.evaluation import CLASSIC
+from longrope_opt.evaluation import STORE_STUDY
 from longrope_opt.evaluation import MeasurementStore
+from longrope_opt.evaluation import classic_rows
+from longrope_opt.evaluation import measurement_key
+from longrope_opt.evaluation import model_fingerprint
 from longrope_opt.evaluation import study_rows
 from longrope_opt.evaluation import summarize
+from longrope_opt.evaluation import tokens_hash
 from longrope_opt.evaluation import validate
 from longrope_opt.models import load_model
+from longrope_opt.objectives import passkey_prompts
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
 from longrope_opt.studies import record
 from longrope_opt.studies import study_documents
 from tests.conftest import save_tiny_model_dir
@@ -103,3 +112,41 @@ def test_validate_command_writes_its_files_and_refuses_a_corpus_of_searched_text
     assert main(args(str(only))) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has 1 document(s) of >= 256 tokens, need" in err[0]
+
+
+def test_a_scaling_keyed_the_same_whatever_its_last_bit() -> None:
+    """The same formula on two CPUs can differ in its last bit (numpy's AVX-512 `power` is not
+    its AVX2 one): the key is the same; a real difference is another key."""
+    factors = np.linspace(1.0, 4.0, 32) ** 1.3
+    bumped = np.nextafter(factors, np.inf)
+    assert (bumped != factors).all()
+    key = measurement_key("ppl", "m", "c", 64, RopeScaling(factors, 0, 1.07))
+    assert key == measurement_key("ppl", "m", "c", 64, RopeScaling(bumped, 0, np.nextafter(1.07, 2)))
+    assert key != measurement_key("ppl", "m", "c", 64, RopeScaling(factors * (1 + 1e-9), 0, 1.07))
+    assert key != measurement_key("ppl", "m", "c", 64, RopeScaling(bumped, 0, 1.07), exact=True)
+
+
+def test_records_under_an_earlier_key_format_are_adopted_with_no_forward(searched, tmp_path) -> None:
+    study = optuna.load_study(study_name="tiny", storage=searched["storage"])
+    model, tok = load_model(searched["model"], dtype="float32")
+    calls = _count_forwards(model)
+    docs = load_samples(searched["corpus"], tok, 256, 2, exclude=study_documents(study))
+    rows = study_rows(study)
+    new = MeasurementStore(f"sqlite:///{tmp_path / 'new.db'}", path="float32")
+    first = validate(model, tok, rows, docs, lengths=[256], store=new, keys=2, progress=False)
+    assert first.measured > 0
+    # The same records as an earlier version keyed them: by the scaling's raw bits.
+    old = optuna.create_study(storage=f"sqlite:///{tmp_path / 'old.db'}", study_name=STORE_STUDY)
+    fingerprint = model_fingerprint(model)
+    contents = [("ppl", d[:256]) for d in docs]
+    contents += [("passkey", p.ids) for p in passkey_prompts(tok, 256, n_trials=2, seed=0)]
+    for row in [*classic_rows(RopeSpec.from_config(model.config), 256), *rows]:
+        for kind, content in contents:
+            args = (kind, fingerprint, tokens_hash(content), 256, row.scaling)
+            value, _ = new.get(measurement_key(*args))
+            old.set_user_attr(measurement_key(*args, exact=True), {"float32": {"value": value}})
+    calls[0] = 0
+    store = MeasurementStore(f"sqlite:///{tmp_path / 'old.db'}", path="float32")
+    again = validate(model, tok, rows, docs, lengths=[256], store=store, keys=2, progress=False)
+    assert calls[0] == 0 and again.measured == 0
+    assert again.ppl == first.ppl and again.passkey == first.passkey
