@@ -54,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
         )
     # Optuna's cache in front of an RDB, as its documentation advises for the proxy.
     storage = optuna.storages.get_storage(make_storage(url))
+    # That cache maps a trial to its study only for trials it has read or created, and its
+    # set_trial_param looks the map up: on a restarted proxy, a worker that was mid-suggest got
+    # NOT_FOUND for its own trial. Reading every study's trials once, before serving, fills it;
+    # trials created later come through this proxy and enter the map as they are created.
+    for study in storage.get_all_studies():
+        storage.get_all_trials(storage.get_study_id_from_name(study.study_name), deepcopy=False)
     print(f"serving {url} on {args.host}:{args.port}; workers: --storage grpc://{args.host}:"
           f"{args.port}", flush=True)  # fmt: skip
     try:

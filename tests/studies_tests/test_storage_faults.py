@@ -195,3 +195,29 @@ def test_workers_wait_for_a_restarted_proxy_and_lose_nothing(tmp_path, postgres_
         proxy.terminate()
         proxy.wait(timeout=30)
     _check_study(optuna.load_study(study_name=name, storage=postgres_url), total)
+
+
+def test_a_trial_begun_before_the_proxy_restarted_takes_its_next_parameter(tmp_path) -> None:
+    """A worker mid-suggest when the proxy died sets its next parameter on the restarted proxy.
+
+    Optuna's cache in the proxy maps a trial to its study only for trials it has read or
+    created, and `set_trial_param` looks that map up: before the proxy read every study's trials
+    at start, the restarted proxy answered NOT_FOUND and the worker died (seen in this file's
+    restart test once in a few runs, when no other worker read the study first)."""
+    backend, port = f"sqlite:///{tmp_path / 'p.db'}", _free_port()
+    make_storage(backend)
+    proxy = _serve(backend, port)
+    try:
+        study = optuna.create_study(study_name="mid", storage=make_storage(f"grpc://127.0.0.1:{port}"))
+        trial = study.ask()
+        trial.suggest_float("a", 0.0, 1.0)
+        proxy.send_signal(signal.SIGKILL)
+        proxy.wait(timeout=30)
+        proxy = _serve(backend, port)
+        trial.suggest_float("b", 0.0, 1.0)  # the first call the new proxy sees
+        study.tell(trial, 1.0)
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=30)
+    (done,) = optuna.load_study(study_name="mid", storage=backend).get_trials()
+    assert set(done.params) == {"a", "b"} and done.state == TrialState.COMPLETE
