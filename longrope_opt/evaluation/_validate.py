@@ -154,15 +154,23 @@ def validate(
     }
     prompts = {n: passkey_prompts(tokenizer, n, n_trials=keys, seed=passkey_seed) if keys else []
                for n in lengths}  # fmt: skip
-    ppl_keys = {
-        (n, r.name, i): measurement_key("ppl", fingerprint, tokens_hash(d[:n]), n, r.scaling)
-        for n in lengths for r in table[n] for i, d in enumerate(documents)
-    }  # fmt: skip
-    key_keys = {
-        (n, r.name, j): measurement_key("passkey", fingerprint, tokens_hash(p.ids), n, r.scaling)
-        for n in lengths for r in table[n] for j, p in enumerate(prompts[n])
-    }  # fmt: skip
-    _adopt_exact_keys(store, fingerprint, table, lengths, documents, prompts, ppl_keys, key_keys)
+    doc_hashes = {(n, i): tokens_hash(d[:n]) for n in lengths for i, d in enumerate(documents)}
+    prompt_hashes = {(n, j): tokens_hash(p.ids) for n in lengths for j, p in enumerate(prompts[n])}
+
+    def store_keys(exact: bool) -> tuple[dict, dict]:
+        ppl = {(n, r.name, i): measurement_key("ppl", fingerprint, h, n, r.scaling, exact=exact)
+               for (n, i), h in doc_hashes.items() for r in table[n]}  # fmt: skip
+        passkey = {(n, r.name, j): measurement_key("passkey", fingerprint, h, n, r.scaling, exact=exact)
+                   for (n, j), h in prompt_hashes.items() for r in table[n]}  # fmt: skip
+        return ppl, passkey
+
+    ppl_keys, key_keys = store_keys(exact=False)
+    # Records an earlier version keyed by the scaling's raw bits, adopted under today's keys.
+    old_ppl, old_keys = store_keys(exact=True)
+    adopted = sum(store.adopt(ppl_keys[k], old_ppl[k]) for k in ppl_keys)
+    adopted += sum(store.adopt(key_keys[k], old_keys[k]) for k in key_keys)
+    if adopted:
+        logger.info("validate: %d records of an earlier key format adopted", adopted)
     cost = {n: (n / lengths[-1]) ** 1.5 for n in lengths}  # between linear and quadratic
     todo_ppl = [k for k, key in ppl_keys.items() if store.get(key) is None]
     todo_keys = [k for k, key in key_keys.items() if store.get(key) is None]
@@ -197,25 +205,6 @@ def validate(
     bar.close()
     return _collect(table, lengths, ids, keys, passkey_seed, prompts, store, ppl_keys, key_keys,
                     fingerprint, measured)  # fmt: skip
-
-
-def _adopt_exact_keys(
-    store: MeasurementStore, fingerprint: str, table: dict[int, list[Row]], lengths: list[int],
-    documents: Sequence[Any], prompts: dict[int, list[Any]], ppl_keys: dict, key_keys: dict,
-) -> None:  # fmt: skip
-    """Records an earlier version keyed by the scaling's raw bits, adopted under today's keys."""
-    adopted = 0
-    for n in lengths:
-        for r in table[n]:
-            for i, d in enumerate(documents):
-                old = measurement_key("ppl", fingerprint, tokens_hash(d[:n]), n, r.scaling, exact=True)
-                adopted += store.adopt(ppl_keys[(n, r.name, i)], old)
-            for j, p in enumerate(prompts[n]):
-                old = measurement_key("passkey", fingerprint, tokens_hash(p.ids), n, r.scaling,
-                                      exact=True)  # fmt: skip
-                adopted += store.adopt(key_keys[(n, r.name, j)], old)
-    if adopted:
-        logger.info("validate: %d records of an earlier key format adopted", adopted)
 
 
 def _collect(
