@@ -3,7 +3,8 @@ written here only (`longrope_opt.record`, also `longrope_opt.studies.record`).
 
 A search's study carries, besides its trials: where it came from (provenance), the model's RoPE,
 its total budget, its base stage (a secondary search), the search it runs (`SearchConfig`), the
-re-rank, the re-rank's documents, the retrieval guard, and what its objective wants recorded.
+re-rank, the re-rank's documents, the retrieval guard, the retrieval constraint's passkeys, and
+what its objective wants recorded.
 Each has a typed reader and writer below; nothing else in the package touches these keys.
 Sampler state (generations, parents, claims) is the sampler's own, in system attrs, as Optuna's
 samplers keep theirs.
@@ -45,6 +46,8 @@ RERANK_DOCS = NAMESPACE + "rerank_docs"
 #: The retrieval guard (``keys``, ``seed``, ``length``, ``results`` per trial and prompt,
 #: ``reference`` and ``winner`` trials).
 GUARD = NAMESPACE + "guard"
+#: The retrieval constraint (``keys``, ``seed``, ``length``, ``misses`` per trial and prompt).
+RETRIEVAL = NAMESPACE + "retrieval"
 #: What the objective records about itself once (e.g. the needle prompts it built).
 OBJECTIVE = NAMESPACE + "objective"
 
@@ -176,6 +179,16 @@ def read_guard(study: optuna.Study) -> dict[str, Any]:
 def write_guard(study: optuna.Study, record: dict[str, Any]) -> None:
     """Record the retrieval guard (its per-prompt outcomes so far, its decision once made)."""
     study.set_user_attr(GUARD, record)
+
+
+def read_retrieval(study: optuna.Study) -> dict[str, Any]:
+    """The retrieval constraint's record (empty when none ran)."""
+    return dict(study.user_attrs.get(RETRIEVAL) or {})
+
+
+def write_retrieval(study: optuna.Study, record: dict[str, Any]) -> None:
+    """Record the retrieval constraint's outcomes so far (per trial and prompt)."""
+    study.set_user_attr(RETRIEVAL, record)
 
 
 def study_documents(study: optuna.Study) -> list[str]:

@@ -23,7 +23,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "longrope_opt" / "samplers"
 TARGET = ROOT / "optunahub" / "samplers" / "longrope"
-MODULES = ("_protocol.py", "_base.py", "_index.py", "_operators.py", "_state.py", "_longrope.py")
+MODULES = (
+    "_protocol.py",
+    "_base.py",
+    "_index.py",
+    "_operators.py",
+    "_state.py",
+    "_population.py",
+    "_seeding.py",
+    "_longrope.py",
+)
 RULES = (
     (r"^(\s*)from longrope_opt\.samplers import _state$", r"\1from . import _state"),
     (r"^(\s*)from longrope_opt\.samplers\.(_\w+) import", r"\1from .\2 import"),
@@ -45,9 +54,13 @@ def generated(name: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
+    parser.add_argument(
+        "--check", action="store_true", help="only compare; exit 1 on a difference"
+    )
     args = parser.parse_args()
-    stale = [n for n in MODULES if not (TARGET / n).exists() or (TARGET / n).read_text() != generated(n)]
+    stale = [
+        n for n in MODULES if not (TARGET / n).exists() or (TARGET / n).read_text() != generated(n)
+    ]
     if args.check:
         for n in stale:
             print(f"build: optunahub/samplers/longrope/{n} is out of date", file=sys.stderr)

@@ -39,7 +39,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--corpus",
         default="builtin",
-        help="'builtin' (CPython's own long text, offline), a .txt file or folder, or a datasets name",
+        help="'builtin' (CPython's own long text, offline: prose and code), a .txt file or folder, "
+        "a datasets name, or several of these comma-separated (builtin,./books/): documents are "
+        "drawn from each kind of text in turn",
     )
     group.add_argument(
         "--samples", type=int, default=2, metavar="K", help="documents to evaluate (default 2)"

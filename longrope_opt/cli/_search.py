@@ -114,6 +114,23 @@ def add_parser(sub: Any) -> None:
         "the best candidate that retrieves as many as the study's best seed is exported "
         "(default 0: off)",
     )
+    study.add_argument(
+        "--retrieval-keys",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the retrieval constraint: a candidate that would enter the population must "
+        "retrieve as many of N passkeys at the target length as the study's best seed, or it "
+        "ranks behind every one that does (default 0: off)",
+    )
+    study.add_argument(
+        "--pruner",
+        default=None,
+        choices=["population", "wilcoxon", "none"],
+        help="population (a new study's default with the longrope samplers): a candidate stops "
+        "reading documents once it cannot enter the population; wilcoxon: Optuna's "
+        "WilcoxonPruner (default: a study keeps its own)",
+    )
     add_heartbeat_flag(study)
     evo = parser.add_argument_group("evolution (paper Table 3 defaults)")
     add_evolution_flags(evo, p=64, n1=16, n2=16, k=32)
@@ -180,6 +197,8 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         objective=args.objective,
         objective_options=objective_options(args),
         seed_all=args.seed_all,
+        pruner=args.pruner,
+        retrieval_keys=args.retrieval_keys,
         seed_methods=None if args.seed_methods is None else tuple(
             n.strip() for n in args.seed_methods.split(",") if n.strip()
         ),

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from longrope_opt.data._samples import BUILTIN_KINDS
 from longrope_opt.data._samples import Samples
 from longrope_opt.data._samples import check_source
 from longrope_opt.data._samples import load_samples
+from longrope_opt.data._samples import split_sources
 from longrope_opt.data._sources import builtin_documents
 
 
-__all__ = ["Samples", "builtin_documents", "check_source", "load_samples"]
+__all__ = [
+    "BUILTIN_KINDS",
+    "Samples",
+    "builtin_documents",
+    "check_source",
+    "load_samples",
+    "split_sources",
+]

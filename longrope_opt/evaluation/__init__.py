@@ -14,6 +14,7 @@ candidate, `format_summary` / `summary_csv` / `summary_json` write it out
 
 from __future__ import annotations
 
+from longrope_opt.evaluation._report import CONTENDERS
 from longrope_opt.evaluation._report import RETRIEVAL_ALPHA
 from longrope_opt.evaluation._report import VERDICTS
 from longrope_opt.evaluation._report import RowStats
@@ -42,6 +43,7 @@ from longrope_opt.evaluation._validate import validate
 
 __all__ = [
     "CLASSIC",
+    "CONTENDERS",
     "RETRIEVAL_ALPHA",
     "STORE_STUDY",
     "VERDICTS",

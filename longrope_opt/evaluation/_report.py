@@ -12,6 +12,12 @@ test on the prompts only one of the two retrieves). A candidate's verdict:
   perplexity gain;
 * **not distinguishable**: anything else.
 
+With no passkeys measured a verdict speaks of perplexity only and says so (``perplexity only:
+lower``, never "dominates"). The reference is called the best classic method only when every
+classic row that can be best past the trained length was measured (`CONTENDERS`); otherwise
+the table says "best of the rows measured". A study candidate's ratio on the study's own
+documents (`Row.in_sample`) is printed beside its held-out ratio: the gap is the overfit.
+
 A retrieval loss is more misses than wins against the reference with sign-test p ≤ 0.2, not
 0.05: 20 keys cannot show a real loss at 0.05 unless it is large, and shipping a model that
 reads worse costs more than rejecting one that does not.
@@ -34,7 +40,12 @@ from longrope_opt.evaluation._stats import wilson
 from longrope_opt.evaluation._validate import Validation
 
 
-VERDICTS = ("dominates", "better perplexity but worse retrieval", "not distinguishable", "worse")
+VERDICTS = ("dominates", "better perplexity but worse retrieval", "not distinguishable", "worse",
+            "perplexity only: lower", "perplexity only: not distinguishable",
+            "perplexity only: higher")  # fmt: skip
+#: The classic rows that can be the best past the trained length (none and PI never are, on
+#: every table here): a reference chosen without all of them is not "the best classic".
+CONTENDERS = ("yarn", "yarn-cd", "ntk", "ntk-cd")
 #: A retrieval loss is significant at this sign-test p (see the module docstring).
 RETRIEVAL_ALPHA = 0.2
 
@@ -80,6 +91,23 @@ class Summary:
     stats: dict[int, dict[str, RowStats]]
     verdicts: dict[str, tuple[str, str]]
 
+    @property
+    def reference_kind(self) -> str:
+        """``"best classic"`` when every contender was measured, else ``"best of the rows
+        measured"``."""
+        complete = all(c in self.validation.classic for c in CONTENDERS)
+        return "best classic" if complete else "best of the rows measured"
+
+    def in_sample(self, row: str, length: int) -> tuple[str, float] | None:
+        """``(seed, ratio)``: `row`'s in-sample ratio against the study seed that is this
+        length's reference (else the study's best seed), or None (not a study candidate)."""
+        ratios = self.validation.in_sample.get(row)
+        if not ratios:
+            return None
+        ref = self.reference[length]
+        name = ref if ref in ratios else max(ratios, key=lambda m: (ratios[m], m))
+        return name, ratios[name]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the raw numbers and the statistics."""
         return {
@@ -88,6 +116,7 @@ class Summary:
             "stats": {str(n): {r: dataclasses.asdict(s) for r, s in rows.items()}
                       for n, rows in self.stats.items()},  # fmt: skip
             "verdicts": {r: {"verdict": v, "why": why} for r, (v, why) in self.verdicts.items()},
+            "reference_kind": self.reference_kind,
         }
 
 
@@ -126,6 +155,7 @@ def _verdict(
     row: str, lengths: list[int], stats: dict[int, dict[str, RowStats]], reference: dict[int, str]
 ) -> tuple[str, str]:
     better, worse, lost, parts = True, False, False, []
+    measured = any(stats[n][row].keys for n in lengths)
     for n in lengths:
         s, ref = stats[n][row], reference[n]
         if s.interval is None:  # the candidate is the reference (a classic row can not be)
@@ -143,7 +173,10 @@ def _verdict(
             part += (f", passkey {s.retrieved}/{s.keys} vs {r.retrieved}/{r.keys} "
                      f"(+{s.wins} -{s.losses}, p {s.p:.3f})")  # fmt: skip
         parts.append(part)
-    if better and not lost:
+    if not measured:  # no passkeys: nothing is known of retrieval
+        verdict = ("perplexity only: lower" if better else "perplexity only: higher" if worse
+                   else "perplexity only: not distinguishable")  # fmt: skip
+    elif better and not lost:
         verdict = "dominates"
     elif better:
         verdict = "better perplexity but worse retrieval"
@@ -161,7 +194,8 @@ def format_summary(summary: Summary) -> str:
     for n in v.lengths:
         ref = summary.reference[n]
         out.append(f"{n} tokens: {len(v.documents)} documents {v.documents}; "
-                   f"{v.keys} passkeys (seed {v.passkey_seed}); reference: {ref} (best classic)")  # fmt: skip
+                   f"{v.keys} passkeys (seed {v.passkey_seed}); reference: {ref} "
+                   f"({summary.reference_kind}{_measured(summary)})")  # fmt: skip
         out.append(f"{'row':<{width}}{'ppl':>9}{'ratio':>8}{'95 % CI':>18}  "
                    f"{'Δ log ppl per document':<{8 * len(v.documents)}}"
                    f"{'passkey':>9}{'Wilson 95 %':>14}{'vs ' + ref:>22}")  # fmt: skip
@@ -175,6 +209,12 @@ def format_summary(summary: Summary) -> str:
                 pair = "—" if r == ref else f"+{s.wins} -{s.losses} p {s.p:.3f}"
                 line += f"{s.retrieved:>6}/{s.keys:<3}[{w[0]:4.0%}, {w[1]:4.0%}]{pair:>22}"
             out.append(line)
+        for r in v.rows:
+            seen = summary.in_sample(r, n)
+            if seen is not None:
+                seed, ratio = seen
+                out.append(f"overfit {r}: in-sample {ratio:.3f}x {seed} (the study's own "
+                           f"documents) → held-out {summary.stats[n][r].ratio:.3f}x {ref}")  # fmt: skip
         mixed = {r: p for r, p in v.paths[n].items() if p != [v.path]}
         if mixed:
             out.append(f"compute paths: this run {v.path}; from the store: "
@@ -189,23 +229,31 @@ def format_summary(summary: Summary) -> str:
     return "\n".join(out)
 
 
+def _measured(summary: Summary) -> str:
+    if summary.reference_kind == "best classic":
+        return ""
+    return ": " + ", ".join(summary.validation.classic or ["none"])
+
+
 def summary_csv(summary: Summary) -> str:
     """One line per (length, row)."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["length", "row", "classic", "reference", "ppl", "ratio", "ci_low", "ci_high",
                 "retrieved", "keys", "wilson_low", "wilson_high", "wins", "losses", "p",
-                "paths", "verdict"])  # fmt: skip
+                "paths", "verdict", "in_sample_seed", "in_sample_ratio"])  # fmt: skip
     v = summary.validation
     for n in v.lengths:
         for r in v.rows:
             s = summary.stats[n][r]
             lo, hi = s.interval or ("", "")
             wl, wh = s.wilson or ("", "")
+            seed, ratio = summary.in_sample(r, n) or ("", "")
             w.writerow([n, r, r in v.classic, summary.reference[n], f"{s.ppl:.6g}",
                         f"{s.ratio:.6g}", lo, hi, s.retrieved, s.keys, wl, wh, s.wins, s.losses,
                         f"{s.p:.6g}", "+".join(s.paths),
-                        summary.verdicts.get(r, ("",))[0]])  # fmt: skip
+                        summary.verdicts.get(r, ("",))[0], seed,
+                        f"{ratio:.6g}" if ratio != "" else ""])  # fmt: skip
     return buf.getvalue()
 
 

@@ -57,6 +57,7 @@ class Validation:
         path: This process's compute path.
         model: The model's fingerprint (`model_fingerprint`).
         measured: Forwards run by this call (0 on a rerun with nothing new).
+        in_sample: Each study candidate's in-sample ratios (`Row.in_sample`), by row.
     """
 
     lengths: list[int]
@@ -73,6 +74,7 @@ class Validation:
     path: str
     model: str
     measured: int = 0
+    in_sample: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (lengths as strings where they are keys)."""
@@ -240,4 +242,5 @@ def _collect(
         sources={r.name: r.source for r in first if not r.classic}, ppl=ppl, passkey=passkey,
         depths={n: [p.depth for p in prompts[n]] for n in lengths}, paths=paths, path=store.path,
         model=fingerprint, measured=measured,
+        in_sample={r.name: dict(r.in_sample) for r in first if r.in_sample},
     )  # fmt: skip

@@ -143,7 +143,13 @@ class Objective:
         return evaluate
 
     def report(self, trial: optuna.Trial, value: float, step: int) -> None:
-        """Report a finite per-sample `value` at `step`; stop the trial if the pruner says so."""
+        """Report a finite per-sample `value` at `step`; stop the trial if the pruner says so.
+
+        The documents measured so far (samples ``0 … step``) go to the trial's ``documents``
+        user attr, so a study says what every trial read, pruned ones included."""
+        ids = getattr(self.samples, "doc_ids", None)
+        if ids:
+            trial.set_user_attr("documents", list(ids[: step + 1]))
         if math.isfinite(value):
             trial.report(value, step=step)
         if trial.should_prune():

@@ -72,7 +72,10 @@ class PerplexityObjective(Objective):
             skip_chunks=skip_chunks,
             report=report,
         )
-        super().__init__(model, list(samples), space=space, progress=progress)
+        super().__init__(
+            model, samples if isinstance(samples, list) else list(samples), space=space,
+            progress=progress,
+        )  # fmt: skip
         self.mode = mode
         self.stride = stride
         self.skip_tokens = skip_tokens

@@ -112,6 +112,7 @@ def make_sampler(
     seed: int,
     budget: int,
     options: dict[str, Any] | None = None,
+    constraints_func: Callable[[optuna.trial.FrozenTrial], Sequence[float]] | None = None,
 ) -> optuna.samplers.BaseSampler:
     """The sampler called `name` over `space`.
 
@@ -122,9 +123,16 @@ def make_sampler(
         budget: Trials per study (nevergrad optimizers are told it).
         options: Keyword arguments for the evolution samplers (population size, ...); ignored
             by the others.
+        constraints_func: Optuna's constraints (values ≤ 0 feasible) for the samplers with a
+            population (`LongRoPESampler`).
 
     Returns:
         A fresh sampler.
     """
     factory = SAMPLERS.get_or_raise(name)
-    return factory(space, seed, budget, **(options or {}))
+    if constraints_func is None:
+        return factory(space, seed, budget, **(options or {}))
+    sampler = factory(space, seed, budget, **(options or {}), constraints_func=constraints_func)
+    if not isinstance(sampler, LongRoPESampler):
+        raise InvalidArgumentError(f"`constraints_func` needs a LongRoPE sampler, got {name!r}.")
+    return sampler

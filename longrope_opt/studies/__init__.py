@@ -21,8 +21,8 @@ from longrope_opt.studies._compare_report import format_table
 from longrope_opt.studies._compare_report import full_eval_tokens
 from longrope_opt.studies._compare_report import read_comparison
 from longrope_opt.studies._compare_report import write_html
+from longrope_opt.studies._config import POPULATION_SAMPLERS
 from longrope_opt.studies._config import SearchConfig
-from longrope_opt.studies._config import make_pruner
 from longrope_opt.studies._export import export_best
 from longrope_opt.studies._export import factors_with_length
 from longrope_opt.studies._export import load_factors
@@ -32,7 +32,10 @@ from longrope_opt.studies._guard import GuardResult
 from longrope_opt.studies._guard import guard_study
 from longrope_opt.studies._provenance import build_provenance
 from longrope_opt.studies._provenance import provenance_of
+from longrope_opt.studies._pruning import make_pruner
 from longrope_opt.studies._rerank import rerank_study
+from longrope_opt.studies._retrieval import RETRIEVAL_SEED
+from longrope_opt.studies._retrieval import RetrievalConstraint
 from longrope_opt.studies._run import finished_trials
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
@@ -58,6 +61,9 @@ __all__ = [
     "DEFAULT_STORAGE",
     "GUARD_SEED",
     "GuardResult",
+    "POPULATION_SAMPLERS",
+    "RETRIEVAL_SEED",
+    "RetrievalConstraint",
     "SamplerSummary",
     "SearchConfig",
     "SeedRun",

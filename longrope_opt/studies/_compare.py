@@ -21,7 +21,7 @@ from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import check_options
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
 from longrope_opt.samplers import check_sampler_names
-from longrope_opt.studies._config import make_pruner
+from longrope_opt.studies._pruning import make_pruner
 from longrope_opt.studies._run import finished_trials
 from longrope_opt.studies._search import run_search
 
@@ -90,7 +90,7 @@ def run_comparison(
 
     check_options(OBJECTIVES[config.objective], config.target_length, config.objective_options)
     for sampler in samplers:  # a missing extra fails before the model loads
-        make_pruner(config.pruner, sampler)
+        make_pruner(config.pruner or "none", sampler)
     pending = pending_studies(storage, prefix, samplers, seeds, budget)
     if not pending:
         return 0

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Any
-
-import optuna
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
@@ -24,7 +21,6 @@ from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
-from longrope_opt.samplers import PLAIN_EVOLUTION
 from longrope_opt.samplers import SAMPLERS
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.space import PAPER_N_HAT
@@ -36,7 +32,14 @@ from longrope_opt.space import SearchSpace
 
 #: Version of the stored form; `from_dict` refuses a newer one.
 CONFIG_VERSION = 1
-PRUNERS = ("none", "wilcoxon")
+#: ``population``: stop a candidate once it cannot enter the evolution's population
+#: (`longrope_opt.samplers.PopulationPruner`); ``wilcoxon``: Optuna's `WilcoxonPruner`.
+PRUNERS = ("none", "wilcoxon", "population")
+#: How documents are drawn: ``kinds`` take turns (`load_samples`); ``order``: one source in seed
+#: order, as studies made before kinds existed drew (read from their stored config).
+DRAWS = ("kinds", "order")
+#: Samplers that own a population (the population pruner and the retrieval constraint need one).
+POPULATION_SAMPLERS = ("longrope", "longrope-adaptive")
 
 
 def _int(name: str, value: Any, low: int) -> int:
@@ -72,12 +75,21 @@ class SearchConfig:
         sampler_options: Keyword arguments of the evolution samplers (population size, ...).
         objective: A name in `longrope_opt.objectives.OBJECTIVES` (entry points included).
         objective_options: Keyword arguments of the objective factory.
-        pruner: ``"none"`` or ``"wilcoxon"`` (on per-sample reports).
+        pruner: ``"none"``, ``"wilcoxon"`` (on per-sample reports) or ``"population"`` (a
+            candidate stops reading documents once it cannot enter the population; the LongRoPE
+            samplers only). None: the stored study's, else ``population`` with a sampler that
+            keeps one (`POPULATION_SAMPLERS`), else ``none``.
         sample_length: Tokens each document must have (default: what the objective needs,
             e.g. the target length).
         exclude_docs: Document ids the search never uses (held out for evaluation).
         seed_all: Enqueue the space's seeds (PI/NTK/YaRN, or the critical space's) whatever
             the sampler, so seeded TPE, CMA-ES or NGOpt start where the evolution does.
+        draw: ``"kinds"``: the corpus's kinds of text take turns, so several documents span
+            them (``"builtin"`` is prose and code); ``"order"``: the order of studies made before.
+            None: the stored study's, else ``"kinds"``.
+        retrieval_keys: Passkey prompts of the retrieval constraint at the target length (0:
+            none): a candidate that would enter the population must retrieve as many as the
+            study's best seed (`longrope_opt.studies.RetrievalConstraint`).
         seed_methods: The full space's seeds by name (`longrope_opt.space.SEED_NAMES`). None until
             `run_search` resolves it: a study keeps the seeds it was created with (the paper's
             PI/NTK/YaRN for studies made before this field); a new full-space first search gets
@@ -102,10 +114,12 @@ class SearchConfig:
     sampler_options: dict[str, Any] = field(default_factory=dict)
     objective: str = "perplexity"
     objective_options: dict[str, Any] = field(default_factory=dict)
-    pruner: str = "none"
+    pruner: str | None = None
     sample_length: int | None = None
     exclude_docs: list[str] = field(default_factory=list)
     seed_all: bool = False
+    draw: str | None = None
+    retrieval_keys: int = 0
     seed_methods: tuple[str, ...] | None = None
     version: int = CONFIG_VERSION
 
@@ -158,10 +172,20 @@ class SearchConfig:
             except InvalidArgumentError as exc:  # the option's name is the sampler's parameter
                 raise InvalidArgumentError(f"`sampler_options`: {exc}") from None
         OBJECTIVES.check(self.objective)
-        if self.pruner not in PRUNERS:
+        if self.pruner is not None and self.pruner not in PRUNERS:
             raise InvalidArgumentError(
                 f"`pruner` must be one of {list(PRUNERS)}, got {self.pruner!r}."
             )
+        if self.draw is not None and self.draw not in DRAWS:
+            raise InvalidArgumentError(f"`draw` must be one of {list(DRAWS)}, got {self.draw!r}.")
+        _int("retrieval_keys", self.retrieval_keys, 0)
+        for name, on in (("pruner 'population'", self.pruner == "population"),
+                         ("`retrieval_keys`", self.retrieval_keys > 0)):  # fmt: skip
+            if on and self.sampler not in POPULATION_SAMPLERS:
+                raise InvalidArgumentError(
+                    f"{name} needs a sampler with a population ({', '.join(POPULATION_SAMPLERS)}), "
+                    f"got `sampler` {self.sampler!r}."
+                )
         for name in ("sampler_options", "objective_options"):
             if not isinstance(getattr(self, name), dict):
                 raise InvalidArgumentError(
@@ -194,7 +218,9 @@ class SearchConfig:
             )
         # Stored before `seed_methods` existed: those studies were seeded by the paper's three.
         seeds = data.get("seed_methods", list(PAPER_SEEDS))
-        return cls(**{**data, "seed_methods": None if seeds is None else tuple(seeds)})
+        # Stored before `draw` existed: documents in seed order.
+        draw = data.get("draw", "order")
+        return cls(**{**data, "draw": draw, "seed_methods": None if seeds is None else tuple(seeds)})
 
     @classmethod
     def from_legacy(cls, old: dict[str, Any]) -> SearchConfig:
@@ -223,6 +249,8 @@ class SearchConfig:
             sampler_options=evolution if sampler in EVOLUTION_SAMPLERS else {},
             objective=old.get("objective") or "perplexity",
             seed_methods=PAPER_SEEDS,
+            draw="order",
+            pruner="none",
         )
 
     @classmethod
@@ -264,18 +292,25 @@ class SearchConfig:
             base=absolute(self.base),
         )
 
-    def with_seeds(self, stored: SearchConfig | None) -> SearchConfig:
-        """This search with `seed_methods` resolved: as given, else the stored study's, else
-        the default of a new study (see `seed_methods`)."""
-        if self.seed_methods is not None:
-            return self
+    def with_stored(self, stored: SearchConfig | None) -> SearchConfig:
+        """This search with the fields left open (None: `seed_methods`, `draw`, `pruner`)
+        resolved: the stored study's, else the default of a new study. A study keeps what it
+        was created with, so a newer release's defaults never change a search mid-way."""
+        out = self
+        if out.draw is None:
+            out = dataclasses.replace(out, draw=stored.draw if stored is not None else "kinds")
+        if out.pruner is None:
+            new = "population" if out.sampler in POPULATION_SAMPLERS else "none"
+            out = dataclasses.replace(out, pruner=stored.pruner if stored is not None else new)
+        if out.seed_methods is not None:
+            return out
         if stored is not None and stored.seed_methods is not None:
-            return dataclasses.replace(self, seed_methods=stored.seed_methods)
-        if self.space != "full" or self.recovery or self.base is not None:
-            return dataclasses.replace(self, seed_methods=PAPER_SEEDS)
+            return dataclasses.replace(out, seed_methods=stored.seed_methods)
+        if out.space != "full" or out.recovery or out.base is not None:
+            return dataclasses.replace(out, seed_methods=PAPER_SEEDS)
         # The same seeds for every sampler (a comparison's `seed_all` gives each the same
         # starting points); with a smaller population the last ones open the next generation.
-        return dataclasses.replace(self, seed_methods=SEED_NAMES)
+        return dataclasses.replace(out, seed_methods=SEED_NAMES)
 
     @property
     def effective_sampler_seed(self) -> int:
@@ -369,24 +404,3 @@ def _attention(value: Any) -> str:
             f"got {value!r}."
         )
     return text
-
-
-def make_pruner(name: str, sampler: str) -> optuna.pruners.BasePruner:
-    """`name` ∈ {wilcoxon, none}; the plain evolution reference is never pruned."""
-    if name not in ("wilcoxon", "none"):
-        raise InvalidArgumentError(
-            f"`pruner` must be one of ['wilcoxon', 'none'], got {name!r}."
-        )
-    if name == "none" or sampler == PLAIN_EVOLUTION:
-        return optuna.pruners.NopPruner()
-    try:
-        import scipy  # noqa: F401  (WilcoxonPruner needs it)
-    except ImportError:
-        raise ImportError(
-            "the Wilcoxon pruner needs scipy: pip install 'longrope-opt[compare]'."
-        ) from None
-    # Needs ≥ 4 paired samples before a one-sided p < 0.1 is possible at all. Experimental in
-    # Optuna; chosen on purpose, so its warning is not repeated for every study.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)

@@ -28,6 +28,7 @@ def build_provenance(
     objective: str,
     compute: dict[str, Any] | None = None,
     doc_hashes: list[str] | None = None,
+    doc_kinds: list[str] | None = None,
 ) -> dict[str, Any]:
     """The provenance record of a search (JSON-ready); `compute` is the `PathChoice` of the
     process that created the study (dtype, attention, and the timings behind an auto choice)."""
@@ -40,6 +41,7 @@ def build_provenance(
         "corpus_hash": corpus_hash,
         "doc_ids": doc_ids,
         **({"doc_hashes": doc_hashes} if doc_hashes is not None else {}),
+        **({"doc_kinds": doc_kinds} if doc_kinds is not None else {}),
         "samples": samples,
         "seed": seed,
         "objective": objective,
@@ -68,6 +70,7 @@ def provenance_of(
         corpus_hash=samples.corpus_hash,
         doc_ids=samples.doc_ids,
         doc_hashes=getattr(samples, "doc_hashes", None),
+        doc_kinds=getattr(samples, "doc_kinds", None),
         samples=len(samples),
         seed=seed,
         objective=objective,

@@ -25,10 +25,11 @@ from longrope_opt.objectives import sample_length
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import make_sampler
 from longrope_opt.studies._config import SearchConfig
-from longrope_opt.studies._config import make_pruner
 from longrope_opt.studies._guard import guard_study
 from longrope_opt.studies._provenance import provenance_of
+from longrope_opt.studies._pruning import make_pruner
 from longrope_opt.studies._rerank import rerank_study
+from longrope_opt.studies._retrieval import RetrievalConstraint
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
 from longrope_opt.studies._stages import resolve_base
@@ -112,7 +113,8 @@ def run_search(
             first `config.samples` of them are the search's; none is held out).
         guard_keys: After the re-rank, the retrieval guard (`guard_study`) on this many
             passkey prompts at the target length: the best candidate that retrieves as many as
-            the study's best seed becomes the exported winner. 0 (default) skips it.
+            the study's best seed becomes the exported winner (the re-ranked trials, else the
+            3 best, best first). 0 (default) skips it.
 
     Returns:
         A `SearchResult`.
@@ -142,12 +144,13 @@ def run_search(
     config = config.resolved()
     factory = OBJECTIVES.get_or_raise(config.objective)
     check_options(factory, config.target_length, dict(config.objective_options))
-    pruner = make_pruner(config.pruner, config.sampler)  # a missing extra fails before loading
+    if config.pruner is not None:  # a missing extra fails before loading
+        make_pruner(config.pruner, config.sampler)
     if not isinstance(storage, optuna.storages.BaseStorage):
         url = resolve_storage_url(storage)
         storage = make_storage(url, heartbeat_interval=heartbeat_interval or None)
     name = study_name or config.default_study_name()
-    config = config.with_seeds(_stored_config(storage, name))
+    config = config.with_stored(_stored_config(storage, name))
     if model is None:
         # Validate the space against the model's config before its weights load (minutes for
         # a 7B model): target length vs trained length, the base stage, the λ cap.
@@ -162,18 +165,28 @@ def run_search(
     options = dict(config.objective_options)
     length = config.sample_length or sample_length(factory, config.target_length, options)
     samples = load_samples(
-        config.corpus, tokenizer, length, config.samples, config.seed, exclude=config.exclude_docs
-    )
+        config.corpus, tokenizer, length, config.samples, config.seed,
+        exclude=config.exclude_docs, interleave=config.draw == "kinds",
+    )  # fmt: skip
+    constraint = None
+    if config.retrieval_keys:
+        constraint = RetrievalConstraint(
+            model, tokenizer, keys=config.retrieval_keys, length=config.target_length
+        )
     sampler = make_sampler(
         config.sampler,
         space=space,
         seed=config.effective_sampler_seed,
         budget=n_trials or 1000,
         options=config.sampler_options,
+        constraints_func=constraint,
     )
+    pruner = make_pruner(config.pruner or "none", config.sampler, sampler)
     stored = _stored_config(storage, name)
     difference = None if stored is None else stored.resolved().first_difference(config)
     objective = factory(model, samples, space=space, progress=progress, **options)
+    if constraint is not None:
+        objective = constraint.wrap(objective, sampler)
     study = open_study(
         storage=storage,
         study_name=name,
@@ -225,7 +238,7 @@ def run_search(
             )
         _rerank(study, config, objective, tokenizer, rerank, rerank_samples, progress)
     if guard_keys and complete:
-        guard_study(study, model, tokenizer, keys=guard_keys, top=max(rerank, 1),
+        guard_study(study, model, tokenizer, keys=guard_keys, top=max(rerank, 3),
                     progress=progress)  # fmt: skip
     return SearchResult(study, config, done, seconds)
 
@@ -239,7 +252,7 @@ def _rerank(
     # ones stay excluded).
     docs = load_samples(
         config.corpus, tokenizer, config.target_length, samples or config.samples, config.seed,
-        exclude=config.exclude_docs,
+        exclude=config.exclude_docs, interleave=config.draw == "kinds",
     )  # fmt: skip
     rerank_study(study, objective.full_fidelity(docs), top=top, progress=progress, documents=docs)
 

@@ -13,6 +13,8 @@ from optuna.trial import TrialState
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
+from longrope_opt.samplers import CONSTRAINTS_KEY
+from longrope_opt.samplers import rank_key
 from longrope_opt.studies._space import space_of_study
 
 
@@ -23,13 +25,16 @@ def better_first(study: optuna.Study) -> float:
 
 
 def ranked_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Complete trials with a finite value, best first (ties: the earlier trial)."""
+    """Complete trials with a finite value, best first (ties: the earlier trial). In a study with
+    constraints (Optuna's ``constraints`` system attr), feasible trials come first, then
+    infeasible ones by total violation, as the sampler ranks its population."""
     sign = better_first(study)
     complete = [
         t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if t.value is not None and math.isfinite(t.value)
     ]  # fmt: skip
-    return sorted(complete, key=lambda t: (sign * float(t.value), t.number))  # type: ignore[arg-type]
+    constrained = any(CONSTRAINTS_KEY in t.system_attrs for t in complete)
+    return sorted(complete, key=lambda t: rank_key(t, sign, constrained))
 
 
 def reranked_order(study: optuna.Study) -> list[FrozenTrial]:

@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
 def _search_args(model: str, corpus: str, storage: str, n_trials: int, *extra: str) -> list[str]:
     return [
         "search",
@@ -64,15 +67,17 @@ def test_search_resumes_to_total_and_exports(
     out = capsys.readouterr().out
     assert "seed PI" in out and "seed NTK" in out and "seed YARN" in out and "best found" in out
     study = optuna.load_study(study_name="tiny", storage=storage)
-    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 8
-    assert all(t.state == TrialState.COMPLETE for t in study.trials)  # nothing pruned by default
+    assert len(study.get_trials(states=FINISHED)) == 8
+    # by default a candidate that cannot enter the population is pruned, its value kept
+    assert all(t.value is not None for t in study.get_trials(states=(TrialState.PRUNED,)))
+    assert record.read_config(study)[0]["pruner"] == "population"
     prov = record.read_provenance(study)
     assert prov["target_length"] == 256 and prov["original_length"] == 64 and prov["samples"] == 2
     assert set(prov["versions"]) >= {"torch", "transformers", "optuna", "longrope_opt"}
     # the same command with a larger total continues the same study
     assert main(_search_args(tiny_model_dir, tiny_corpus, storage, 14)) == 0
     study = optuna.load_study(study_name="tiny", storage=storage)
-    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 14
+    assert len(study.get_trials(states=FINISHED)) == 14
     assert [t.user_attrs.get("seed") for t in study.trials].count(
         "pi"
     ) == 1  # seeds not re-enqueued
@@ -126,16 +131,10 @@ def test_ctrl_c_leaves_consistent_study_and_same_command_resumes(
     study = optuna.load_study(study_name="tiny", storage=storage)
     states = {t.state for t in study.trials}
     assert TrialState.RUNNING not in states  # the interrupted trial was closed, not left dangling
-    done = len(study.get_trials(states=(TrialState.COMPLETE,)))
+    done = len(study.get_trials(states=FINISHED))
     assert main(_search_args(tiny_model_dir, tiny_corpus, storage, done + 3)) == 0
-    assert (
-        len(
-            optuna.load_study(study_name="tiny", storage=storage).get_trials(
-                states=(TrialState.COMPLETE,)
-            )
-        )
-        == done + 3
-    )
+    study = optuna.load_study(study_name="tiny", storage=storage)
+    assert len(study.get_trials(states=FINISHED)) == done + 3
 
 
 def test_unknown_objective_lists_known_ones(tiny_model_dir, tiny_corpus, tmp_path, capsys) -> None:

@@ -61,6 +61,7 @@ def test_legacy_config_is_read(legacy) -> None:
         sampler_options={"population_size": 4, "num_mutations": 2, "num_crossovers": 2,
                          "num_parents": 2, "mutation_prob": 0.3},
         seed_methods=("pi", "ntk", "yarn"),  # every study's seeds before `seed_methods` existed
+        draw="order", pruner="none",  # how they drew documents, and no pruner
     )  # fmt: skip
 
 

@@ -67,7 +67,8 @@ def test_two_stages_and_recovery_compose_into_one_vanilla_export(
     assert main(["worker", "--storage", storage, "--study-name", "s2", "--n-trials", "8",
                  "--dtype", "float32", "--no-fuse", "--heartbeat-interval", "0"]) == 0  # fmt: skip
     s2 = optuna.load_study(study_name="s2", storage=storage)
-    assert len(s2.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 8
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    assert len(s2.get_trials(states=finished)) == 8
     config = SearchConfig.from_study(s2)
     assert config.base["length"] == 128 and config.base["factors"] == list(stage1.factors)
     best2 = s2.best_trial

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import optuna
 from optuna.distributions import BaseDistribution
 from optuna.study import Study
 from optuna.trial import FrozenTrial
@@ -25,6 +24,12 @@ from ._operators import mutate_adaptive
 from ._operators import parent_spread
 from ._operators import random_monotone
 from ._operators import sample_around
+from ._population import ConstraintsFunc
+from ._population import direction_sign
+from ._population import entering
+from ._population import enters
+from ._population import rank_key
+from ._population import store_constraints
 from ._protocol import EvolutionSpace
 
 
@@ -79,6 +84,10 @@ class LongRoPESampler(SpaceSampler):
         seed: Base seed; None draws one.
         operators: ``"paper"`` (Algorithm 1, the reproducible reference) or ``"adaptive"``
             (steps sized by the parents' spread, plateaus can move, blend crossover).
+        constraints_func: Optuna's convention (as `NSGAIISampler` and `TPESampler`): a
+            finished trial → a sequence of floats, each ≤ 0 when satisfied, stored in the
+            trial's system attrs under ``"constraints"``. The population ranks feasible trials
+            first, infeasible ones by total violation (`longrope_opt.samplers.rank_key`).
     """
 
     def __init__(
@@ -95,7 +104,12 @@ class LongRoPESampler(SpaceSampler):
         dedup: bool = True,
         seed: int | None = None,
         operators: str = "paper",
+        constraints_func: ConstraintsFunc | None = None,
     ) -> None:
+        if constraints_func is not None and not callable(constraints_func):
+            raise InvalidArgumentError(
+                f"`constraints_func` must be callable or None, got {constraints_func!r}."
+            )
         self.check_options(
             operators=operators,
             population_size=population_size,
@@ -112,6 +126,7 @@ class LongRoPESampler(SpaceSampler):
         self._mutation_prob = mutation_prob
         self._max_tries = max_tries
         self._operators = operators
+        self._constraints_func = constraints_func
         self._index = TrialIndex(self._key_of_finished)
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
@@ -198,15 +213,52 @@ class LongRoPESampler(SpaceSampler):
             }
             for parent in self.get_parents(study, generation - 1):
                 pool.setdefault(parent.number, parent)
-            sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+            sign, constrained = direction_sign(study), self._constraints_func is not None
             # Complete trials (and earlier parents, which were complete): every value is set.
-            ranked = sorted(pool.values(), key=lambda t: (sign * float(t.values[0]), t.number))
+            ranked = sorted(pool.values(), key=lambda t: rank_key(t, sign, constrained))
             numbers = [t.number for t in ranked[: self._num_parents]]
             _state.store_parents(study, generation, numbers)
         parents = [self._index.trial(n) for n in numbers]
         return [t for t in parents if t is not None]
 
+    def entry_bar(self, study: Study, trial: FrozenTrial) -> FrozenTrial | None:
+        """The member a candidate of `trial`'s generation must beat to enter the population that
+        the next generation's parents are chosen from (its parents and its generation's complete
+        trials so far), or None while a place is free (`PopulationPruner` and the retrieval
+        constraint ask this)."""
+        gen = _state.trial_generation(trial)
+        if gen is None:
+            return None
+        self._index.refresh(study)
+        members = {
+            t.number: t
+            for t in self._index.finished()
+            if t.state == TrialState.COMPLETE
+            and _state.trial_generation(t) == gen
+            and t.number != trial.number
+        }
+        for parent in self.get_parents(study, gen):
+            members.setdefault(parent.number, parent)
+        constrained = self._constraints_func is not None
+        return entering(
+            list(members.values()), self._num_parents, direction_sign(study), constrained
+        )
+
+    def would_enter(self, study: Study, trial: FrozenTrial, value: float) -> bool:
+        """Whether `trial`, if feasible, would enter the population with `value`."""
+        return enters(self.entry_bar(study, trial), value, direction_sign(study))
+
     # ----- optuna.samplers.BaseSampler --------------------------------------------------------
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        if self._constraints_func is not None:
+            store_constraints(self._constraints_func, study, trial, state)
 
     def reseed_rng(self) -> None:
         self._seed = _fresh_seed()
@@ -295,9 +347,7 @@ class LongRoPESampler(SpaceSampler):
 
     def _on_grid(self, genome: Genome) -> Genome:
         # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
-        return genome._replace(
-            factors=self._space.snap_candidate(genome.factors, genome.critical)
-        )
+        return genome._replace(factors=self._space.snap_candidate(genome.factors, genome.critical))
 
     def _propose_unclaimed(
         self, study: Study, trial: FrozenTrial, gen: int, slot: int, rng: np.random.Generator
@@ -348,42 +398,3 @@ class LongRoPESampler(SpaceSampler):
         return self._space.encode(
             genome.factors, genome.n_hat, genome.attention_scale, critical=genome.critical
         )
-
-
-def enqueue_seeds(
-    study: Study, sampler: LongRoPESampler, methods: Sequence[str] | None = None
-) -> int:
-    """Enqueue the sampler's seeds once (skipped when the study already has them, or when the
-    sampler is not `seeded`); `methods` limits them by name (default: all).
-
-    Returns:
-        How many seeds were enqueued now.
-    """
-    if not sampler.seeded:
-        return 0
-    return _enqueue(study, sampler.seed_params(), methods)
-
-
-def enqueue_space_seeds(
-    study: Study, space: EvolutionSpace, methods: Sequence[str] | None = None
-) -> int:
-    """Enqueue the space's seeds (its `seed_params`) once, whatever the sampler: the
-    same PI/NTK/YaRN (or critical-dimension) starting points for TPE, CMA-ES, nevergrad or the
-    plain evolution, so a comparison measures the search and not the seeding.
-
-    Returns:
-        How many seeds were enqueued now.
-    """
-    return _enqueue(study, space.seed_params(), methods)
-
-
-def _enqueue(
-    study: Study, seeds: list[tuple[str, dict[str, Any]]], methods: Sequence[str] | None
-) -> int:
-    done = {t.user_attrs.get("seed") for t in study.get_trials(deepcopy=False)}
-    added = 0
-    for method, params in seeds:
-        if (methods is None or method in methods) and method not in done:
-            study.enqueue_trial(params, user_attrs={"seed": method})
-            added += 1
-    return added
