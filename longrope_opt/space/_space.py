@@ -20,30 +20,23 @@ from optuna.distributions import CategoricalDistribution
 from optuna.distributions import FloatDistribution
 from optuna.distributions import IntDistribution
 
-from longrope_opt._critical import CRITICAL
-from longrope_opt._critical import DEFAULT_CRITICAL_RADIUS
-from longrope_opt._critical import SHAPES
-from longrope_opt._critical import factors_to_tail
-from longrope_opt._critical import sorted_tail
-from longrope_opt._critical import tail_to_factors
-from longrope_opt._critical import with_ramp
-from longrope_opt._seeds import seed_params
-from longrope_opt._seeds import seed_scalings
-from longrope_opt._space_args import PAPER_N_HAT
-from longrope_opt._space_args import PAPER_SEEDS
-from longrope_opt._space_args import SEED_NAMES
-from longrope_opt._space_args import space_fields
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import compose
+from longrope_opt.space._args import PAPER_N_HAT
+from longrope_opt.space._args import PAPER_SEEDS
+from longrope_opt.space._args import space_fields
+from longrope_opt.space._critical import CRITICAL
+from longrope_opt.space._critical import DEFAULT_CRITICAL_RADIUS
+from longrope_opt.space._critical import factors_to_tail
+from longrope_opt.space._critical import sorted_tail
+from longrope_opt.space._critical import tail_to_factors
+from longrope_opt.space._critical import with_ramp
+from longrope_opt.space._seeds import seed_params
+from longrope_opt.space._seeds import seed_scalings
 
-
-__all__ = [
-    "ATTENTION_SCALE", "N_HAT", "PAPER_N_HAT", "PAPER_SEEDS", "SEED_NAMES", "SHAPES",
-    "SearchSpace", "lambda_names",
-]  # fmt: skip
 
 N_HAT = "n_hat"
 ATTENTION_SCALE = "attention_scale"
@@ -86,12 +79,12 @@ class SearchSpace:
         attention_value: A fixed t that overrides the `attention` rule (e.g. the long factors'
             t for a short search, since transformers' longrope has one attention factor).
         shape: ``"full"`` (every λ searched, the paper's space) or ``"critical"`` (LongRoPE2,
-            first searches only; see `longrope_opt._critical`: c searched in c₀ ±
+            first searches only; see `longrope_opt.space._critical`: c searched in c₀ ±
             `critical_radius`, λ from c on in [s, lambda_high = 2s], a ramp below).
         critical_radius: How far c may move below the theoretical c₀ (critical shape only),
             and above it unless `critical_above` is set.
         critical_above: How far c may move above c₀ (None: `critical_radius`); 0 keeps every
-            λ at or above YaRN-cd's (see `longrope_opt._critical.critical_range`).
+            λ at or above YaRN-cd's (see `longrope_opt.space._critical.critical_range`).
         seeds: The evolution's starting points in the full shape of a first search, by name
             (`SEED_NAMES`): the paper's PI, NTK and YaRN by default; ``yarn-cd`` and ``ntk-cd``
             add LongRoPE2's critical-dimension correction (the best classic rows at 4x on

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from longrope_opt._critical import SHAPES
-from longrope_opt._critical import critical_range
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeScaling
+from longrope_opt.space._critical import SHAPES
+from longrope_opt.space._critical import critical_range
 
 
 #: The paper's n̂ candidates (LongRoPE Table 3).

@@ -9,12 +9,12 @@ from typing import Protocol
 
 import numpy as np
 
-from longrope_opt._critical import seed_tails
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import METHODS
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
+from longrope_opt.space._critical import seed_tails
 
 
 class _Space(Protocol):
@@ -82,7 +82,7 @@ def seed_scalings(space: _Space) -> list[tuple[str, RopeScaling]]:
 
 def seed_params(space: _Space) -> list[tuple[str, dict[str, Any]]]:
     """`seed_scalings` as trial parameters, or in the critical shape YaRN and NTK with the
-    critical dimension corrected (`longrope_opt._critical.seed_tails`)."""
+    critical dimension corrected (`longrope_opt.space._critical.seed_tails`)."""
     bounds = space.critical_bounds
     if bounds is None:
         return [(m, space.to_params(sc)) for m, sc in seed_scalings(space)]
