@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports o
     from longrope_opt.objectives._perplexity import evaluate_perplexity
     from longrope_opt.objectives._perplexity import window_nll
     from longrope_opt.objectives._perplexity_objective import PerplexityObjective
+    from longrope_opt.objectives._retrieval import RETRIEVAL_SEED
+    from longrope_opt.objectives._retrieval import RetrievalConstraint
     from longrope_opt.objectives._windows import Window
     from longrope_opt.objectives._windows import sliding_windows
     from longrope_opt.objectives._windows import truncate_window
@@ -67,6 +69,8 @@ _LAZY = {
     "evaluate_perplexity": "_perplexity",
     "window_nll": "_perplexity",
     "PerplexityObjective": "_perplexity_objective",
+    "RETRIEVAL_SEED": "_retrieval",
+    "RetrievalConstraint": "_retrieval",
     "Window": "_windows",
     "sliding_windows": "_windows",
     "truncate_window": "_windows",
@@ -111,6 +115,8 @@ __all__ = [
     "check_options",
     "get_objective_factory",
     "PerplexityObjective",
+    "RETRIEVAL_SEED",
+    "RetrievalConstraint",
     "PerplexityResult",
     "Window",
     "evaluate_perplexity",

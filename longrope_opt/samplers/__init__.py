@@ -18,8 +18,10 @@ from longrope_opt.samplers._registry import DEFAULT_SAMPLERS
 from longrope_opt.samplers._registry import EVOLUTION_SAMPLERS
 from longrope_opt.samplers._registry import NEVERGRAD_OPTIMIZERS
 from longrope_opt.samplers._registry import PLAIN_EVOLUTION
+from longrope_opt.samplers._registry import PRUNERS
 from longrope_opt.samplers._registry import SAMPLERS
 from longrope_opt.samplers._registry import check_sampler_names
+from longrope_opt.samplers._registry import make_pruner
 from longrope_opt.samplers._registry import make_sampler
 from longrope_opt.samplers._seeding import enqueue_seeds
 from longrope_opt.samplers._seeding import enqueue_space_seeds
@@ -38,6 +40,7 @@ __all__ = [
     "EVOLUTION_SAMPLERS",
     "NEVERGRAD_OPTIMIZERS",
     "PLAIN_EVOLUTION",
+    "PRUNERS",
     "SAMPLERS",
     "SEED_METHODS",
     "LongRoPESampler",
@@ -45,6 +48,7 @@ __all__ = [
     "check_sampler_names",
     "enqueue_seeds",
     "enqueue_space_seeds",
+    "make_pruner",
     "make_sampler",
     "read_trials",
     "trial_generation",

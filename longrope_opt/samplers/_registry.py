@@ -1,4 +1,5 @@
-"""Samplers by name: the one factory `search`, `worker`, `compare` and scripts build them with.
+"""Samplers (and the pruners that work with them) by name: the one factory `search`, `worker`,
+`compare` and scripts build them with.
 
 Every entry is a factory ``(space, seed, budget, **options) -> optuna.samplers.BaseSampler``
 over the shared `SearchSpace` (and its constraint policy, `SearchSpace.repair`).
@@ -17,6 +18,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.registry import Registry
 from longrope_opt.samplers._longrope import LongRoPESampler
 from longrope_opt.samplers._nevergrad import NevergradSampler
+from longrope_opt.samplers._population import PopulationPruner
 from longrope_opt.samplers._protocol import EvolutionSpace
 
 
@@ -136,3 +138,43 @@ def make_sampler(
     if not isinstance(sampler, LongRoPESampler):
         raise InvalidArgumentError(f"`constraints_func` needs a LongRoPE sampler, got {name!r}.")
     return sampler
+
+
+#: Pruners by name (`longrope_opt.studies.SearchConfig.pruner`).
+PRUNERS = ("none", "wilcoxon", "population")
+
+
+def make_pruner(
+    name: str, sampler: str, instance: optuna.samplers.BaseSampler | None = None
+) -> optuna.pruners.BasePruner:
+    """`name` ∈ {none, wilcoxon, population}; the plain evolution reference is never pruned.
+
+    Args:
+        name: The pruner.
+        sampler: The sampler's name.
+        instance: The sampler itself (``population`` reads its population; without it, a
+            ``population`` pruner is only checked and pruning is left off).
+    """
+    if name not in PRUNERS:
+        raise InvalidArgumentError(f"`pruner` must be one of {list(PRUNERS)}, got {name!r}.")
+    if name == "none" or sampler == PLAIN_EVOLUTION:
+        return optuna.pruners.NopPruner()
+    if name == "population":
+        if instance is None:
+            return optuna.pruners.NopPruner()
+        if not isinstance(instance, LongRoPESampler):
+            raise InvalidArgumentError(
+                f"`pruner` 'population' needs a LongRoPESampler, got {type(instance).__name__}."
+            )
+        return PopulationPruner(instance)
+    try:
+        import scipy  # noqa: F401  (WilcoxonPruner needs it)
+    except ImportError:
+        raise ImportError(
+            "the Wilcoxon pruner needs scipy: pip install 'longrope-opt[compare]'."
+        ) from None
+    # Needs ≥ 4 paired samples before a one-sided p < 0.1 is possible at all. Experimental in
+    # Optuna; chosen on purpose, so its warning is not repeated for every study.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)

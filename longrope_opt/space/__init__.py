@@ -9,6 +9,8 @@ from __future__ import annotations
 from longrope_opt.space._args import PAPER_N_HAT
 from longrope_opt.space._args import PAPER_SEEDS
 from longrope_opt.space._args import SEED_NAMES
+from longrope_opt.space._args import attention_setting
+from longrope_opt.space._args import n_hat_setting
 from longrope_opt.space._critical import SHAPES
 from longrope_opt.space._space import ATTENTION_SCALE
 from longrope_opt.space._space import N_HAT
@@ -24,5 +26,7 @@ __all__ = [
     "SEED_NAMES",
     "SHAPES",
     "SearchSpace",
+    "attention_setting",
     "lambda_names",
+    "n_hat_setting",
 ]

@@ -133,3 +133,36 @@ def _checked_rest(space: Any) -> tuple[str, ...]:
             f"`attention_bounds` must satisfy 0 < low < high, got {space.attention_bounds}."
         )
     return seeds
+
+
+def n_hat_setting(value: Any) -> int | str:
+    """A search's n̂ setting: ``"search"`` (the paper's set) or a fixed integer >= 0."""
+    if value == "search":
+        return "search"
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = -1
+    if isinstance(value, bool) or n < 0 or (isinstance(value, float) and n != value):
+        raise InvalidArgumentError(
+            f"`n_hat` must be 'search' or an integer >= 0, got {value!r}."
+        )
+    return n
+
+
+def attention_setting(value: Any) -> str:
+    """A search's attention setting as text: ``"search"``, a rule in
+    `longrope_opt.rope.ATTENTION_RULES`, or a fixed t > 0."""
+    text = str(value)
+    if text == "search" or text in ATTENTION_RULES:
+        return text
+    try:
+        t = float(text)
+    except ValueError:
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise InvalidArgumentError(
+            f"`attention` must be 'search', one of {sorted(ATTENTION_RULES)}, or a number > 0, "
+            f"got {value!r}."
+        )
+    return text

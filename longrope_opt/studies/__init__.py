@@ -11,7 +11,10 @@ from longrope_opt import record
 from longrope_opt.errors import StorageError
 from longrope_opt.record import base_from_record
 from longrope_opt.record import base_record
+from longrope_opt.record import build_provenance
+from longrope_opt.record import provenance_of
 from longrope_opt.record import study_documents
+from longrope_opt.samplers import make_pruner
 from longrope_opt.studies._compare import comparison_study_name
 from longrope_opt.studies._compare import pending_studies
 from longrope_opt.studies._compare import run_comparison
@@ -27,22 +30,24 @@ from longrope_opt.studies._export import export_best
 from longrope_opt.studies._export import factors_with_length
 from longrope_opt.studies._export import load_factors
 from longrope_opt.studies._export import load_named_study
+from longrope_opt.studies._export import resolve_base
 from longrope_opt.studies._guard import GUARD_SEED
 from longrope_opt.studies._guard import GuardResult
 from longrope_opt.studies._guard import guard_study
-from longrope_opt.studies._provenance import build_provenance
-from longrope_opt.studies._provenance import provenance_of
-from longrope_opt.studies._pruning import make_pruner
+from longrope_opt.studies._pipeline import Guard
+from longrope_opt.studies._pipeline import Rerank
+from longrope_opt.studies._pipeline import Search
+from longrope_opt.studies._pipeline import SearchResult
+from longrope_opt.studies._pipeline import Stage
+from longrope_opt.studies._pipeline import Trials
+from longrope_opt.studies._pipeline import prepare
+from longrope_opt.studies._pipeline import run_search
+from longrope_opt.studies._pipeline import run_stages
+from longrope_opt.studies._pipeline import search_stages
 from longrope_opt.studies._rerank import rerank_study
-from longrope_opt.studies._retrieval import RETRIEVAL_SEED
-from longrope_opt.studies._retrieval import RetrievalConstraint
 from longrope_opt.studies._run import finished_trials
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
-from longrope_opt.studies._search import SearchResult
-from longrope_opt.studies._search import run_search
-from longrope_opt.studies._space import space_of_study
-from longrope_opt.studies._stages import resolve_base
 from longrope_opt.studies._storage import DEFAULT_STORAGE
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
@@ -54,16 +59,23 @@ from longrope_opt.studies._winner import guarded_trial
 from longrope_opt.studies._winner import ranked_trials
 from longrope_opt.studies._winner import reranked_best
 from longrope_opt.studies._winner import reranked_order
+from longrope_opt.studies._winner import space_of_study
 from longrope_opt.studies._winner import study_winner
 
 
 __all__ = [
+    "search_stages",
+    "run_stages",
+    "prepare",
+    "Trials",
+    "Stage",
+    "Search",
+    "Rerank",
+    "Guard",
     "DEFAULT_STORAGE",
     "GUARD_SEED",
     "GuardResult",
     "POPULATION_SAMPLERS",
-    "RETRIEVAL_SEED",
-    "RetrievalConstraint",
     "SamplerSummary",
     "SearchConfig",
     "SeedRun",

@@ -21,9 +21,9 @@ from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import check_options
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
 from longrope_opt.samplers import check_sampler_names
-from longrope_opt.studies._pruning import make_pruner
+from longrope_opt.samplers import make_pruner
+from longrope_opt.studies._pipeline import run_search
 from longrope_opt.studies._run import finished_trials
-from longrope_opt.studies._search import run_search
 
 
 logger = logging.getLogger(__name__)

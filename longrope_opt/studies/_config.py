@@ -21,6 +21,7 @@ from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
+from longrope_opt.samplers import PRUNERS
 from longrope_opt.samplers import SAMPLERS
 from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.space import PAPER_N_HAT
@@ -28,13 +29,12 @@ from longrope_opt.space import PAPER_SEEDS
 from longrope_opt.space import SEED_NAMES
 from longrope_opt.space import SHAPES
 from longrope_opt.space import SearchSpace
+from longrope_opt.space import attention_setting
+from longrope_opt.space import n_hat_setting
 
 
 #: Version of the stored form; `from_dict` refuses a newer one.
 CONFIG_VERSION = 1
-#: ``population``: stop a candidate once it cannot enter the evolution's population
-#: (`longrope_opt.samplers.PopulationPruner`); ``wilcoxon``: Optuna's `WilcoxonPruner`.
-PRUNERS = ("none", "wilcoxon", "population")
 #: How documents are drawn: ``kinds`` take turns (`load_samples`); ``order``: one source in seed
 #: order, as studies made before kinds existed drew (read from their stored config).
 DRAWS = ("kinds", "order")
@@ -147,8 +147,8 @@ class SearchConfig:
             raise InvalidArgumentError(
                 f"`corpus` must be a non-empty name, got {self.corpus!r}."
             )
-        object.__setattr__(self, "n_hat", _n_hat(self.n_hat))
-        object.__setattr__(self, "attention", _attention(self.attention))
+        object.__setattr__(self, "n_hat", n_hat_setting(self.n_hat))
+        object.__setattr__(self, "attention", attention_setting(self.attention))
         if self.lambda_max is not None and not (
             isinstance(self.lambda_max, (int, float)) and math.isfinite(self.lambda_max)
         ):
@@ -235,23 +235,14 @@ class SearchConfig:
             if old.get(k) is not None
         }  # fmt: skip
         return cls(
-            model=old["model"],
-            corpus=old["corpus"],
-            samples=old["samples"],
-            seed=old["seed"],
-            target_length=old["target_length"],
-            n_hat=old.get("n_hat") or "search",
-            attention=old.get("attention") or "longrope",
-            lambda_max=old.get("lambda_max"),
-            recovery=bool(old.get("recovery")),
-            base=old.get("base"),
-            sampler=sampler,
+            model=old["model"], corpus=old["corpus"], samples=old["samples"], seed=old["seed"],
+            target_length=old["target_length"], n_hat=old.get("n_hat") or "search",
+            attention=old.get("attention") or "longrope", lambda_max=old.get("lambda_max"),
+            recovery=bool(old.get("recovery")), base=old.get("base"), sampler=sampler,
             sampler_options=evolution if sampler in EVOLUTION_SAMPLERS else {},
-            objective=old.get("objective") or "perplexity",
-            seed_methods=PAPER_SEEDS,
-            draw="order",
-            pruner="none",
-        )
+            objective=old.get("objective") or "perplexity", seed_methods=PAPER_SEEDS,
+            draw="order", pruner="none",
+        )  # fmt: skip
 
     @classmethod
     def from_study(cls, study: Any) -> SearchConfig:
@@ -285,12 +276,38 @@ class SearchConfig:
             path = Path(value).expanduser()
             return str(path.resolve()) if path.exists() else value
 
-        return dataclasses.replace(
-            self,
-            model=absolute(self.model),
-            corpus=absolute(self.corpus),
-            base=absolute(self.base),
-        )
+        corpus = ",".join(absolute(part) for part in self.corpus.split(","))  # several sources
+        return dataclasses.replace(self, model=absolute(self.model), corpus=corpus,
+                                   base=absolute(self.base))  # fmt: skip
+
+    def settle(
+        self, stored: Any, model_config: Any, base: tuple[Any, int] | None = None
+    ) -> tuple[SearchConfig, SearchSpace, tuple[str, Any, Any] | None]:
+        """This search as its study stores it, its space, and how it differs from the search
+        the study was created with.
+
+        Local paths become absolute (a worker may start anywhere), open fields take the
+        stored study's values (`with_stored`), a base stage becomes its record.
+
+        Args:
+            stored: The existing study (None: a new one; a study made without a config is new
+                to its config).
+            model_config: The model's transformers config (its RoPE).
+            base: ``(factors, length)`` of the resolved base stage (`resolve_base`), if any.
+
+        Returns:
+            ``(config, space, difference)``: `difference` is `first_difference` against the
+            stored search (None: the same search, or a new study).
+        """
+        before = None
+        if stored is not None and record.read_config(stored) is not None:
+            before = SearchConfig.from_study(stored)
+        config = self.resolved().with_stored(before)
+        if base is not None:
+            config = dataclasses.replace(config, base=record.base_record(*base))
+        space = config.build_space(RopeSpec.from_config(model_config), base)
+        difference = None if before is None else before.resolved().first_difference(config)
+        return config, space, difference
 
     def with_stored(self, stored: SearchConfig | None) -> SearchConfig:
         """This search with the fields left open (None: `seed_methods`, `draw`, `pruner`)
@@ -374,33 +391,3 @@ class SearchConfig:
             if mine != theirs:
                 return f.name, mine, theirs
         return None
-
-
-def _n_hat(value: Any) -> int | str:
-    if value == "search":
-        return "search"
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = -1
-    if isinstance(value, bool) or n < 0 or (isinstance(value, float) and n != value):
-        raise InvalidArgumentError(
-            f"`n_hat` must be 'search' or an integer >= 0, got {value!r}."
-        )
-    return n
-
-
-def _attention(value: Any) -> str:
-    text = str(value)
-    if text == "search" or text in ATTENTION_RULES:
-        return text
-    try:
-        t = float(text)
-    except ValueError:
-        t = math.nan
-    if not (math.isfinite(t) and t > 0):
-        raise InvalidArgumentError(
-            f"`attention` must be 'search', one of {sorted(ATTENTION_RULES)}, or a number > 0, "
-            f"got {value!r}."
-        )
-    return text

@@ -33,10 +33,10 @@ from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
-from longrope_opt.studies._space import space_of_study
 from longrope_opt.studies._winner import best_seed
 from longrope_opt.studies._winner import ranked_trials
 from longrope_opt.studies._winner import reranked_order
+from longrope_opt.studies._winner import space_of_study
 
 
 logger = logging.getLogger(__name__)

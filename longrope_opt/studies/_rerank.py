@@ -21,9 +21,9 @@ from tqdm.auto import tqdm
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
-from longrope_opt.studies._space import space_of_study
 from longrope_opt.studies._winner import ranked_trials
 from longrope_opt.studies._winner import reranked_best
+from longrope_opt.studies._winner import space_of_study
 
 
 logger = logging.getLogger(__name__)

@@ -16,11 +16,13 @@ def _go() -> Any:
 
 
 def lambda_curve_figure(records: dict) -> Any:
-    """λ_i against RoPE dimension pair i: the best trial next to PI/NTK/YaRN (log y)."""
+    """λ_i against RoPE dimension pair i: the study's seeds, its best trial and the winner it
+    ships (drawn bold; `lambda_records`), log y."""
     go = _go()
     fig = go.Figure()
+    shipped = records.get("shipped")
     for name, values in records["curves"].items():
-        best = name.startswith("best")
+        best = name == shipped or (shipped is None and name.startswith("best"))
         fig.add_trace(
             go.Scatter(
                 x=list(range(len(values))),

@@ -14,26 +14,43 @@ from optuna.trial import TrialState
 
 from longrope_opt.rope import METHODS
 from longrope_opt.samplers import trial_generation
-from longrope_opt.studies import best_scaling
+from longrope_opt.studies import ranked_trials
 from longrope_opt.studies import record
+from longrope_opt.studies import space_of_study
+from longrope_opt.studies import study_winner
 
 
-def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ("pi", "ntk", "yarn")) -> dict:
-    """λ per RoPE dimension pair for the best trial and the classic methods at the study's length.
+def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ()) -> dict:
+    """λ per RoPE dimension pair: the study's own seeds (PI, NTK, YaRN, YaRN-cd, NTK-cd, ... as
+    its trials evaluated them), its best trial, and the winner it ships when another rule chose
+    it (re-ranked, guarded); `methods` adds classic methods the study did not seed.
 
     Returns:
-        ``{"target_length": L', "curves": {name: [λ_0, ...]}}``; the best trial is named
-        ``"best (trial N)"``.
+        ``{"target_length": L', "curves": {name: [λ_0, ...]}, "shipped": name}``: seeds are
+        named ``"seed yarn-cd"``, the best trial ``"best (trial N)"``, the exported winner
+        ``"shipped: <rule> (trial N)"`` (``shipped`` names it; the best trial when it ships).
     """
     spec = record.read_spec(study)
     curves: dict[str, list[float]] = {}
     target = record.target_length(study) or 0
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    for t in sorted(complete, key=lambda t: t.number):
+        if t.user_attrs.get("seed"):
+            factors = space_of_study(study, t).to_scaling(t.params).factors
+            curves[f"seed {t.user_attrs['seed']}"] = [float(x) for x in factors]
     if spec is not None and target:
         for m in methods:
-            curves[m] = [float(x) for x in METHODS[m](spec, target).factors]
-    scaling, best = best_scaling(study)
-    curves[f"best (trial {best.number})"] = [float(x) for x in scaling.factors]
-    return {"target_length": target, "curves": curves}
+            if f"seed {m}" not in curves:
+                curves[m] = [float(x) for x in METHODS[m](spec, target).factors]
+    best = ranked_trials(study)[0]
+    best_name = f"best (trial {best.number})"
+    curves[best_name] = [float(x) for x in space_of_study(study, best).to_scaling(best.params).factors]
+    winner = study_winner(study)
+    shipped = best_name
+    if winner.trial.number != best.number:
+        shipped = f"shipped: {winner.rule} (trial {winner.trial.number})"
+        curves[shipped] = [float(x) for x in winner.scaling.factors]
+    return {"target_length": target, "curves": curves, "shipped": shipped}
 
 
 def generation_records(study: optuna.Study) -> list[dict[str, Any]]:

@@ -86,7 +86,7 @@ def test_a_candidate_that_cannot_enter_the_population_reads_no_more_documents(se
 def test_the_retrieval_constraint_measures_only_candidates_that_would_enter(
     setup, monkeypatch, pruner
 ) -> None:
-    from longrope_opt.studies import _retrieval
+    from longrope_opt.objectives import _retrieval
 
     measured: list[int] = []
     real = _retrieval.passkey_results

@@ -85,11 +85,33 @@ def test_records_from_a_longrope_study(tmp_path) -> None:
     assert all(a["best_so_far"] >= b["best_so_far"] for a, b in zip(gens, gens[1:]))
     lam = lambda_records(study)
     best = f"best (trial {study.best_trial.number})"
-    assert set(lam["curves"]) == {"pi", "ntk", "yarn", best}
-    np.testing.assert_allclose(lam["curves"]["yarn"], METHODS["yarn"](SPEC, 256).factors)
+    # the study's own seeds, as its trials evaluated them, and the best trial, which ships
+    assert set(lam["curves"]) == {"seed pi", "seed ntk", "seed yarn", best}
+    assert lam["shipped"] == best
+    np.testing.assert_allclose(lam["curves"]["seed yarn"], METHODS["yarn"](SPEC, 256).factors,
+                               atol=0.006)  # on the space's 0.01 grid  # fmt: skip
     names = sorted(n for n in study.best_params if n.startswith("lambda_"))
     assert lam["curves"][best] == [study.best_params[n] for n in names]
     assert set(study_figures(study)) == set(FIGURE_IDS)
+    # a classic method the study did not seed is drawn when asked
+    assert "yarn-cd" not in lam["curves"]
+
+
+def test_the_lambda_figure_marks_the_winner_the_study_ships(tmp_path) -> None:
+    pytest.importorskip("plotly")
+    from longrope_opt.studies import record as study_record
+
+    study = _study(tmp_path)
+    ranked = sorted((t for t in study.trials if t.value is not None), key=lambda t: t.value)
+    second = ranked[1]
+    study_record.add_rerank(study, second.number, 0.0)  # the re-rank prefers the second best
+    lam = lambda_records(study)
+    assert lam["shipped"] == f"shipped: re-ranked (trial {second.number})"
+    assert lam["shipped"] in lam["curves"] and f"best (trial {ranked[0].number})" in lam["curves"]
+    fig = lambda_curve_figure(lam)
+    widths = {tr.name: tr.line.width for tr in fig.data}
+    assert widths[lam["shipped"]] == 3 and max(widths.values()) == 3
+    assert sum(w == 3 for w in widths.values()) == 1
 
 
 def test_attach_figures_stores_them_for_the_dashboard(tmp_path) -> None:

@@ -35,8 +35,7 @@ from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
-from longrope_opt.studies._space import space_of_study
-from longrope_opt.studies._winner import best_seed
+from longrope_opt.space import SearchSpace
 
 
 logger = logging.getLogger(__name__)
@@ -51,23 +50,26 @@ class RetrievalConstraint:
 
     Use it twice: as the sampler's ``constraints_func`` (it reads what the trial recorded) and
     around the objective (`wrap`: it measures after the perplexity, when the candidate would
-    enter the population).
+    enter the population of the study's sampler, `LongRoPESampler.would_enter`).
 
     Args:
         model: The study's model, loaded (patched per candidate, restored after).
         tokenizer: Its tokenizer (the prompts).
+        space: The study's search space (a trial's parameters → its scaling).
         keys: Passkey prompts per candidate (>= 1).
         length: Prompt length (the study's target length).
         seed: The prompts' seed (default `RETRIEVAL_SEED`).
     """
 
     def __init__(
-        self, model: Any, tokenizer: Any, *, keys: int, length: int, seed: int = RETRIEVAL_SEED
-    ) -> None:
+        self, model: Any, tokenizer: Any, *, space: SearchSpace, keys: int, length: int,
+        seed: int = RETRIEVAL_SEED,
+    ) -> None:  # fmt: skip
         for name, value, low in (("keys", keys, 1), ("length", length, 2), ("seed", seed, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
         self.model = model
+        self.space = space
         self.keys, self.length, self.seed = keys, length, seed
         self.prompts = passkey_prompts(tokenizer, length, n_trials=keys, seed=seed)
         #: Passkey forwards this process ran (tests count them).
@@ -105,21 +107,34 @@ class RetrievalConstraint:
         stored = self._stored(study)
         found = stored["misses"].get(str(trial.number))
         if found is None:
-            found = self.misses(space_of_study(study, trial).to_scaling(trial.params))
+            found = self.misses(self.space.to_scaling(trial.params))
             stored = self._stored(study)  # another worker may have written meanwhile
             stored["misses"][str(trial.number)] = found
             record.write_retrieval(study, stored)
         return int(sum(found))
 
     def bar(self, study: optuna.Study) -> tuple[int, int]:
-        """``(trial number, misses)`` of the study's best complete seed (measured once)."""
-        seed = best_seed(study)
+        """``(trial number, misses)`` of the study's best complete seed (measured once).
+
+        Raises:
+            InvalidArgumentError: The study has no complete seed (the constraint needs one).
+        """
+        sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+        seeds = [
+            t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if t.user_attrs.get("seed") and t.value is not None and math.isfinite(t.value)
+        ]  # fmt: skip
+        if not seeds:
+            raise InvalidArgumentError(
+                f"study {study.study_name!r} has no completed seed: the retrieval constraint "
+                "measures candidates against the best one."
+            )
+        seed = min(seeds, key=lambda t: (sign * float(t.value), t.number))  # type: ignore[arg-type]
         return seed.number, self._measure(study, seed)
 
-    def wrap(
-        self, objective: Callable[[optuna.Trial], float], sampler: Any
-    ) -> Callable[[optuna.Trial], float]:
-        """`objective`, then the passkeys for a candidate that would enter `sampler`'s population.
+    def wrap(self, objective: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
+        """`objective`, then the passkeys for a candidate that would enter its study's
+        population (the study's sampler says, `LongRoPESampler.would_enter`).
 
         Seeds are not measured as candidates: they are the bar's side of the comparison.
         """
@@ -130,7 +145,8 @@ class RetrievalConstraint:
                 return value
             study = trial.study
             frozen = study._storage.get_trial(trial._trial_id)  # its generation, as stored
-            if not sampler.would_enter(study, frozen, value):
+            would_enter = getattr(study.sampler, "would_enter", None)  # a population's sampler
+            if would_enter is not None and not would_enter(study, frozen, value):
                 return value
             start = time.perf_counter()
             reference, bar = self.bar(study)

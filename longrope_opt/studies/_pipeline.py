@@ -1,0 +1,389 @@
+"""A search as named stages over one study: prepare it, then run its stages in order.
+
+`prepare` turns a `SearchConfig` into a `Search`: the study (created, or checked and resumed)
+with its record, the model, the objective, the sampler and its pruner. `run_stages` runs stages
+over it in order; each stage keeps its output in the study record as it goes, so rerunning the
+same stages continues where an interruption stopped and repeats nothing finished. `run_search`
+runs the search's own stages (`Trials`, `Rerank`, `Guard`); `longrope_opt.extend` runs the
+same function with validation and export after them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from typing import Protocol
+
+import optuna
+from optuna.trial import TrialState
+
+from longrope_opt import record
+from longrope_opt.data import check_source
+from longrope_opt.data import load_samples
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import choose_attention
+from longrope_opt.models import load_model
+from longrope_opt.models import read_config
+from longrope_opt.models import resolve_device
+from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.objectives import RetrievalConstraint
+from longrope_opt.objectives import check_options
+from longrope_opt.objectives import sample_length
+from longrope_opt.samplers import make_pruner
+from longrope_opt.samplers import make_sampler
+from longrope_opt.studies._config import SearchConfig
+from longrope_opt.studies._export import resolve_base
+from longrope_opt.studies._guard import guard_study
+from longrope_opt.studies._rerank import rerank_study
+from longrope_opt.studies._run import FINISHED
+from longrope_opt.studies._run import open_study
+from longrope_opt.studies._run import run_study
+from longrope_opt.studies._storage import make_storage
+from longrope_opt.studies._storage import resolve_storage_url
+
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Search:
+    """A prepared search: what every stage reads.
+
+    Attributes:
+        config: The search as stored in its study (paths absolute, open fields resolved).
+        study: Its study.
+        model: The loaded model.
+        tokenizer: Its tokenizer.
+        objective: What each trial runs (the measure, and the retrieval constraint if any).
+        measure: The objective itself (its `full_fidelity` re-ranks).
+        progress: Progress bars.
+    """
+
+    config: SearchConfig
+    study: optuna.Study
+    model: Any
+    tokenizer: Any
+    objective: Callable[[optuna.Trial], float]
+    measure: Any
+    progress: bool = True
+
+
+class Stage(Protocol):
+    """One named step over a `Search`; it reads and writes the study record only, so a rerun
+    skips what it finished."""
+
+    @property
+    def name(self) -> str:
+        """The stage's name (the study record's ``stages`` entry)."""
+
+    def run(self, search: Search) -> None:
+        """Do this stage's work (none when the study record says it is done)."""
+
+
+def run_stages(
+    search: Search, stages: Sequence[Stage], *, on_stage: Callable[[Stage], None] | None = None
+) -> dict[str, float]:
+    """Run `stages` over `search` in order: the one loop `run_search` and `extend` share.
+
+    Args:
+        search: A prepared search (`prepare`).
+        stages: The stages, in order.
+        on_stage: Called after each stage (the overall progress bar of `extend`).
+
+    Returns:
+        Seconds each stage took in this call, by name.
+    """
+    seconds: dict[str, float] = {}
+    for stage in stages:
+        logger.info("stage %s of study %s", stage.name, search.study.study_name)
+        start = time.perf_counter()
+        stage.run(search)
+        seconds[stage.name] = time.perf_counter() - start
+        if on_stage is not None:
+            on_stage(stage)
+    return seconds
+
+
+# ----- the search's own stages ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trials:
+    """Run the study until it holds `n_trials` finished trials (a total, across runs and
+    workers); `timeout` 0 only creates or checks the study."""
+
+    n_trials: int | None
+    timeout: float | None = None
+    graceful_interrupt: bool = False
+    store_total: bool = True
+    name: str = "search"
+
+    def run(self, search: Search) -> None:
+        study = search.study
+        stored = record.read_total(study)
+        if self.store_total and self.n_trials is not None:
+            if stored is not None and self.n_trials < stored:
+                # Lowering it would silently stop the study's other workers early.
+                logger.warning(
+                    "`n_trials` %d is below study %r's total of %d trials; the total stays %d.",
+                    self.n_trials, study.study_name, stored, stored,
+                )  # fmt: skip
+            else:
+                record.write_total(study, self.n_trials)  # the study's total, for its workers
+        if self.timeout != 0:
+            run_study(study, search.objective, n_trials=self.n_trials, timeout=self.timeout,
+                      show_progress_bar=search.progress,
+                      graceful_interrupt=self.graceful_interrupt)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """Re-evaluate the `top` best trials on `samples` documents at full fidelity (0: skip)."""
+
+    top: int
+    samples: int | None = None
+    name: str = "re-rank"
+
+    def run(self, search: Search) -> None:
+        if not self.top or not _complete(search.study):
+            return
+        if not callable(getattr(search.measure, "full_fidelity", None)):
+            raise InvalidArgumentError(
+                f"`rerank` needs an objective with `full_fidelity` (an `Objective`); "
+                f"{type(search.measure).__name__} has none."
+            )
+        config = search.config
+        docs = load_samples(
+            config.corpus, search.tokenizer, config.target_length,
+            self.samples or config.samples, config.seed, exclude=config.exclude_docs,
+            interleave=config.draw == "kinds",
+        )  # fmt: skip
+        rerank_study(search.study, search.measure.full_fidelity(docs), top=self.top,
+                     progress=search.progress, documents=docs)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The retrieval guard on `keys` passkeys over the re-ranked (else `top` best) trials."""
+
+    keys: int
+    top: int = 3
+    name: str = "guard"
+
+    def run(self, search: Search) -> None:
+        if self.keys and _complete(search.study):
+            guard_study(search.study, search.model, search.tokenizer, keys=self.keys,
+                        top=self.top, progress=search.progress)  # fmt: skip
+
+
+def search_stages(
+    n_trials: int | None,
+    *,
+    timeout: float | None = None,
+    graceful_interrupt: bool = False,
+    store_total: bool = True,
+    rerank: int = 0,
+    rerank_samples: int | None = None,
+    guard_keys: int = 0,
+) -> list[Stage]:
+    """The search's stages: trials, then the re-rank and the retrieval guard (each may be 0)."""
+    for name, value, low in (("rerank", rerank, 0), ("guard_keys", guard_keys, 0),
+                             ("rerank_samples", 1 if rerank_samples is None else rerank_samples, 1)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+    if n_trials is not None and (isinstance(n_trials, bool) or n_trials < 1):
+        raise InvalidArgumentError(f"`n_trials` must be >= 1, got {n_trials}.")
+    if timeout is not None and not timeout >= 0:
+        raise InvalidArgumentError(f"`timeout` must be >= 0 seconds, got {timeout}.")
+    return [
+        Trials(n_trials, timeout, graceful_interrupt, store_total),
+        Rerank(rerank, rerank_samples),
+        Guard(guard_keys, max(rerank, 3)),
+    ]
+
+
+def _complete(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+# ----- preparing a search -----------------------------------------------------------------------
+
+
+def prepare(
+    config: SearchConfig,
+    *,
+    storage: Any = None,
+    study_name: str | None = None,
+    budget: int | None = None,
+    dtype: str = "auto",
+    device: str = "auto",
+    attn: str | None = None,
+    fuse: bool = True,
+    heartbeat_interval: int | None = 60,
+    progress: bool = True,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> Search:
+    """Create or resume the study of `config`, with everything its stages read.
+
+    A study created with another config is refused (one line naming the first differing
+    field). Checks that need no weights (device, corpus, objective options, the space against
+    the model's config) run before the model loads.
+
+    Args:
+        config: The search.
+        storage: An Optuna storage or URL (default ``$LONGROPE_OPT_STORAGE``, else
+            ``sqlite:///longrope.db``).
+        study_name: Default: `SearchConfig.default_study_name`.
+        budget: Trials the sampler is told to expect (nevergrad's optimizers plan for it).
+        dtype: Compute path on this machine (see `longrope_opt.models.load_model`).
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        attn: Attention kernel (None: the best available).
+        fuse: Compile the element-wise work.
+        heartbeat_interval: Trial heartbeat in seconds (None or 0: off).
+        progress: Progress bars.
+        model: A loaded model for `config.model` (comparisons reuse one).
+        tokenizer: Its tokenizer (with `model`).
+    """
+    if study_name is not None and not study_name.strip():
+        raise InvalidArgumentError("`study_name` must not be empty (omit it for the default).")
+    choose_attention(resolve_device(device), attn)  # a device or kernel this machine lacks: now
+    check_source(config.corpus)  # a mistyped corpus path: before the model loads
+    factory = OBJECTIVES.get_or_raise(config.objective)
+    check_options(factory, config.target_length, dict(config.objective_options))
+    if config.pruner is not None:  # a missing extra fails before loading
+        make_pruner(config.pruner, config.sampler)
+    if not isinstance(storage, optuna.storages.BaseStorage):
+        storage = make_storage(resolve_storage_url(storage),
+                               heartbeat_interval=heartbeat_interval or None)  # fmt: skip
+    name = study_name or config.default_study_name()
+    try:
+        stored = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        stored = None
+    # The space is checked against the model's config before its weights load (minutes for a
+    # 7B model): target vs trained length, the base stage, the λ cap.
+    model_config = model.config if model is not None else read_config(config.model)
+    if model_config is None:  # cannot be read without loading: the load validates
+        model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn, fuse=fuse)
+        model_config = model.config
+    base = None if config.base is None else resolve_base(
+        config.base, model_config=model_config, storage=storage
+    )  # fmt: skip
+    config, space, difference = config.settle(stored, model_config, base)
+    if model is None:
+        model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn, fuse=fuse)
+    options = dict(config.objective_options)
+    length = config.sample_length or sample_length(factory, config.target_length, options)
+    samples = load_samples(
+        config.corpus, tokenizer, length, config.samples, config.seed,
+        exclude=config.exclude_docs, interleave=config.draw == "kinds",
+    )  # fmt: skip
+    measure = factory(model, samples, space=space, progress=progress, **options)
+    objective, constraint = measure, None
+    if config.retrieval_keys:
+        constraint = RetrievalConstraint(model, tokenizer, space=space, keys=config.retrieval_keys,
+                                         length=config.target_length)  # fmt: skip
+        objective = constraint.wrap(measure)
+    sampler = make_sampler(config.sampler, space=space, seed=config.effective_sampler_seed,
+                           budget=budget or 1000, options=config.sampler_options,
+                           constraints_func=constraint)  # fmt: skip
+    study = open_study(
+        storage=storage, study_name=name, sampler=sampler,
+        provenance=record.provenance_of(
+            model_name=config.model, model=model, spec=space.spec,
+            target_length=config.target_length, samples=samples, seed=config.seed,
+            objective=config.objective,
+        ),
+        spec=space.spec, pruner=make_pruner(config.pruner or "none", config.sampler, sampler),
+        config=config.to_dict(), difference=difference,
+        seed_space=space if config.seed_all else None,
+        direction=str(getattr(measure, "direction", "minimize")),
+    )  # fmt: skip
+    return Search(config, study, model, tokenizer, objective, measure, progress)
+
+
+# ----- run_search -------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchResult:
+    """What a `run_search` call did.
+
+    Attributes:
+        study: The study (the search's whole state; `study.best_trial` is the best so far).
+        config: The config as stored (a `base` source resolved to its record).
+        finished: Trials finished by this call.
+        seconds: Wall time of the trials.
+    """
+
+    study: optuna.Study
+    config: SearchConfig
+    finished: int
+    seconds: float
+
+
+def run_search(
+    config: SearchConfig,
+    *,
+    storage: Any = None,
+    study_name: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    rerank: int = 0,
+    rerank_samples: int | None = None,
+    guard_keys: int = 0,
+    store_total: bool = True,
+    graceful_interrupt: bool = False,
+    **machine: Any,
+) -> SearchResult:
+    """Create or resume the study of `config` and run its stages: trials until the study holds
+    `n_trials`, then the re-rank and the retrieval guard when asked.
+
+    Rerunning with the same arguments continues the study; a study created with another config
+    is refused (one line naming the first differing field). The config is stored in the study,
+    so `SearchConfig.from_study` rebuilds the search anywhere (`longrope-opt worker`).
+
+    Args:
+        config: The search.
+        storage: An Optuna storage or URL; default ``$LONGROPE_OPT_STORAGE`` or
+            ``sqlite:///longrope.db``.
+        study_name: Default: `SearchConfig.default_study_name`.
+        n_trials: The study's total of finished (complete or pruned) trials, across runs and
+            workers; None runs until `timeout`.
+        timeout: Seconds for this call (0 creates or checks the study and runs nothing).
+        rerank: After the trials, re-evaluate the `rerank` best trials at full fidelity on
+            `rerank_samples` documents (`rerank_study`); 0 skips it. Re-ranked trials are
+            not measured again.
+        rerank_samples: Documents of the re-rank (default `config.samples`; the first
+            `config.samples` are the search's own, none is held out).
+        guard_keys: The retrieval guard (`guard_study`) on this many passkey prompts at the
+            target length over the re-ranked trials, else the 3 best; 0 skips it.
+        store_total: Record `n_trials` in the study as its total (what workers read).
+        graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
+        **machine: `prepare`'s machine settings: ``dtype``, ``device``, ``attn``, ``fuse``,
+            ``heartbeat_interval``, ``progress``, and a loaded ``model`` and ``tokenizer``.
+
+    Returns:
+        A `SearchResult`.
+
+    Example:
+        >>> from longrope_opt.studies import SearchConfig, run_search
+        >>> config = SearchConfig(target_length=16384, samples=3,
+        ...                       sampler_options={"population_size": 8})
+        >>> result = run_search(config, storage="sqlite:///longrope.db", n_trials=16)
+        >>> result.study.best_value
+    """
+    stages = search_stages(n_trials, timeout=timeout, graceful_interrupt=graceful_interrupt,
+                           store_total=store_total, rerank=rerank, rerank_samples=rerank_samples,
+                           guard_keys=guard_keys)  # fmt: skip
+    search = prepare(config, storage=storage, study_name=study_name, budget=n_trials, **machine)
+    before = len(search.study.get_trials(deepcopy=False, states=FINISHED))
+    seconds = run_stages(search, stages)
+    done = len(search.study.get_trials(deepcopy=False, states=FINISHED)) - before
+    return SearchResult(search.study, search.config, done, seconds["search"])
+
