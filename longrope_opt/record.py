@@ -50,6 +50,8 @@ RERANK_DOCS = NAMESPACE + "rerank_docs"
 GUARD = NAMESPACE + "guard"
 #: The retrieval constraint (``keys``, ``seed``, ``length``, ``misses`` per trial and prompt).
 RETRIEVAL = NAMESPACE + "retrieval"
+#: The plan `longrope_opt.extend` sized to its budget (`longrope_opt.pipeline.Plan.to_dict`).
+PLAN = NAMESPACE + "plan"
 #: What the objective records about itself once (e.g. the needle prompts it built).
 OBJECTIVE = NAMESPACE + "objective"
 
@@ -268,6 +270,16 @@ def read_retrieval(study: optuna.Study) -> dict[str, Any]:
 def write_retrieval(study: optuna.Study, record: dict[str, Any]) -> None:
     """Record the retrieval constraint's outcomes so far (per trial and prompt)."""
     study.set_user_attr(RETRIEVAL, record)
+
+
+def read_plan(study: optuna.Study) -> dict[str, Any]:
+    """The plan `extend` runs this study by (empty: none stored yet)."""
+    return dict(study.user_attrs.get(PLAN) or {})
+
+
+def write_plan(study: optuna.Study, plan: dict[str, Any]) -> None:
+    """Record the plan `extend` sized (a rerun continues it instead of timing again)."""
+    study.set_user_attr(PLAN, plan)
 
 
 def study_documents(study: optuna.Study) -> list[str]:

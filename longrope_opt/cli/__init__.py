@@ -17,6 +17,7 @@ from longrope_opt.cli import _compare
 from longrope_opt.cli import _dashboard
 from longrope_opt.cli import _eval
 from longrope_opt.cli import _export
+from longrope_opt.cli import _extend
 from longrope_opt.cli import _finetune
 from longrope_opt.cli import _search
 from longrope_opt.cli import _storage_server
@@ -28,6 +29,7 @@ from longrope_opt.errors import LongRopeOptError
 
 
 _SUBCOMMANDS = {
+    "extend": _extend,
     "search": _search,
     "eval": _eval,
     "validate": _validate,

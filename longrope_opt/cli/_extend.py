@@ -1,0 +1,114 @@
+"""`longrope-opt extend`: from a model to a model you can ship, in one command."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from longrope_opt.cli._common import add_device_flag
+from longrope_opt.cli._common import add_dtype_flag
+from longrope_opt.cli._common import add_storage_flag
+from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import int_list
+from longrope_opt.errors import InvalidArgumentError
+
+
+EXAMPLES = """examples:
+  # the README's main job: SmolLM2-135M to 16k tokens, sized to 20 minutes, offline
+  longrope-opt extend smollm2-135m --to 16k --budget 20m
+  # a fixed amount of work (the same study on every machine): 12 search trials
+  longrope-opt extend smollm2-135m --to 16k --trials 12 --out smol-16k
+  # your own text to search on, a different kind of text to validate on, a GPU
+  longrope-opt extend ./my-model --to 32k --corpus builtin,./books/ --held-out ./papers/ --budget 2h --device cuda
+  # interrupted (Ctrl-C, kill -9, a reboot)? run the same command: it continues where it stopped
+
+What it does, in one study (rerun to resume; every stage keeps its output in the storage):
+  search    a LongRoPE evolution on 3 documents taking turns over the corpus's kinds of text,
+            seeded by YaRN, YaRN-cd and NTK-cd; a candidate stops reading documents once it
+            cannot enter the population, and one that would enter must retrieve passkeys as
+            well as the best seed
+  guard     the best candidates on other passkeys: the best that retrieves as well ships
+  validate  the winner against the classic methods on held-out documents no stage read
+  export    DIR/model (vanilla transformers loads it), DIR/factors.json, DIR/validation.txt
+            and .csv, DIR/report.html; when the winner does not dominate the best classic
+            row, that row is exported too and the summary says to use it
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    parser = add_subcommand(
+        sub,
+        "extend",
+        summary="extend a model's context in one command: search, guard, validate, export",
+        description="Search RoPE rescale factors that extend MODEL to --to tokens, check them "
+        "against the classic methods on text the search never read, and write a model "
+        "directory you can ship. Prints its plan (sized to --budget from one timed forward) "
+        "before anything runs.",
+        examples=EXAMPLES,
+    )
+    parser.add_argument("model", nargs="?", default="smollm2-135m",
+                        help="'smollm2-135m' (offline default), a model directory, a .gguf "
+                        "file, or a hub id")  # fmt: skip
+    parser.add_argument("--to", required=True, metavar="LENGTH", dest="target_length",
+                        help="the context length to reach, e.g. 16k or 32768")  # fmt: skip
+    text = parser.add_argument_group("text")
+    text.add_argument("--corpus", default="builtin",
+                      help="the search's text: 'builtin' (offline: prose and code), a .txt "
+                      "file or folder, a datasets name, or several comma-separated")  # fmt: skip
+    text.add_argument("--held-out", default=None, metavar="CORPUS",
+                      help="the validation's text (default: --corpus; only documents no stage "
+                      "read are used, too few is refused before the search starts)")  # fmt: skip
+    text.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
+    size = parser.add_argument_group("how much").add_mutually_exclusive_group()
+    size.add_argument("--budget", default=None, metavar="TIME",
+                      help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
+    size.add_argument("--trials", type=int, default=None, metavar="N",
+                      help="instead of --budget: N search trials and the default settings")  # fmt: skip
+    where = parser.add_argument_group("where")
+    where.add_argument("--out", default="extended", metavar="DIR",
+                       help="folder for the model, factors, tables and report (default extended)")  # fmt: skip
+    add_storage_flag(where)
+    where.add_argument("--study-name", default=None,
+                       help="default: extend-<model>-<length>")  # fmt: skip
+    machine = parser.add_argument_group("machine")
+    add_dtype_flag(machine)
+    add_device_flag(machine)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the flags, call `longrope_opt.extend`, print the plan and the summary."""
+    (length,) = int_list(args.target_length, name="to")
+    if args.trials is not None and args.trials < 1:
+        raise InvalidArgumentError(f"`--trials` must be an integer >= 1, got {args.trials}.")
+    if args.seed < 0:
+        raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
+    # on use: `--help` and bad input stay light (torch loads in seconds)
+    import optuna
+
+    from longrope_opt.pipeline import extend
+    from longrope_opt.pipeline import parse_budget
+
+    if args.budget is not None:
+        parse_budget(args.budget)  # a typo is one line before the model loads
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def show(plan: Any, resumed: bool) -> None:
+        print(plan.describe(length) + ("\n  (resumed: the plan stored in the study)" if resumed
+                                       else ""), flush=True)  # fmt: skip
+
+    try:
+        result = extend(args.model, length, corpus=args.corpus, held_out=args.held_out,
+                        budget=args.budget, trials=args.trials, out=args.out,
+                        storage=args.storage, study_name=args.study_name, device=args.device,
+                        dtype=args.dtype, seed=args.seed, graceful_interrupt=True, on_plan=show)  # fmt: skip
+    except KeyboardInterrupt:
+        print("\ninterrupted: every finished stage and trial is stored; run the same command to "
+              "continue.")  # fmt: skip
+        return 130
+    print("\n" + result.headline)
+    for what, where in result.files:
+        print(f"  {what}: {where}")
+    print(f"load it: {result.load}")
+    return 0

@@ -1,0 +1,203 @@
+"""`extend`: from a model to a model you can ship, in one study.
+
+search → re-rank → retrieval guard → validate on held-out text → export, each a stage of
+`longrope_opt.studies.run_stages` over one study (the same function `run_search` runs), with
+the settings the guide recommends: a fitness on several documents of every kind of the corpus,
+the population pruner, the retrieval constraint, LongRoPE2's critical-dimension seeds, n̂ = 0 (so
+vanilla transformers loads the exported model exactly). Before anything runs, one timed
+forward sizes the plan to the budget (`make_plan`); the plan is stored in the study, and every
+stage keeps its output in the study's storage, so rerunning the same call after an interruption
+continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from longrope_opt import record
+from longrope_opt.data import check_source
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import evaluate_perplexity
+from longrope_opt.pipeline._plan import Plan
+from longrope_opt.pipeline._plan import make_plan
+from longrope_opt.pipeline._plan import parse_budget
+from longrope_opt.pipeline._stages import Export
+from longrope_opt.pipeline._stages import Outcome
+from longrope_opt.pipeline._stages import Validate
+from longrope_opt.pipeline._stages import headline
+from longrope_opt.pipeline._stages import held_out_documents
+from longrope_opt.studies import Guard
+from longrope_opt.studies import Rerank
+from longrope_opt.studies import SearchConfig
+from longrope_opt.studies import Stage
+from longrope_opt.studies import Trials
+from longrope_opt.studies import prepare
+from longrope_opt.studies import run_stages
+
+
+logger = logging.getLogger(__name__)
+
+#: The evolution `extend` runs: a small population that still breeds (P = 6, 3 parents).
+EVOLUTION = {"population_size": 6, "num_mutations": 3, "num_crossovers": 3, "num_parents": 3,
+             "mutation_prob": 0.3}  # fmt: skip
+#: The seeds that can be best past the trained length (PI and plain NTK never are here).
+SEEDS = ("yarn", "yarn-cd", "ntk-cd")
+
+
+def extend_config(
+    model: str, target_length: int, *, corpus: str = "builtin", seed: int = 0
+) -> SearchConfig:
+    """The search `extend` runs: 3 documents taking turns over the corpus's kinds, the
+    population pruner, a 4-passkey retrieval constraint, the YaRN/YaRN-cd/NTK-cd seeds, n̂ = 0,
+    the LongRoPE attention rule, the adaptive evolution."""
+    return SearchConfig(
+        model=model, corpus=corpus, samples=3, seed=seed, target_length=target_length, n_hat=0,
+        sampler="longrope-adaptive", sampler_options=dict(EVOLUTION), seed_methods=SEEDS,
+        pruner="population", draw="kinds", retrieval_keys=4,
+    )  # fmt: skip
+
+
+@dataclass
+class ExtendResult:
+    """What `extend` did and wrote.
+
+    Attributes:
+        study: The study (every stage's output is in its storage).
+        plan: The plan it ran.
+        verdict: The shipped winner's verdict against the reference row (``"dominates"``, ...).
+        reference: The reference row (the best classic row measured).
+        headline: The verdict line (what the CLI prints first).
+        files: ``(what, path)`` of everything written, the one to use first.
+        load: The one line that loads the model to use.
+        summary: The validation's `longrope_opt.evaluation.Summary`.
+        seconds: Seconds each stage took in this call.
+    """
+
+    study: Any
+    plan: Plan
+    verdict: str
+    reference: str
+    headline: str
+    files: list[tuple[str, str]]
+    load: str
+    summary: Any
+    seconds: dict[str, float]
+
+
+def extend(
+    model: str = "smollm2-135m",
+    target_length: int = 16384,
+    *,
+    corpus: str = "builtin",
+    held_out: str | None = None,
+    budget: str | float | None = None,
+    trials: int | None = None,
+    out: str | Path = "extended",
+    storage: Any = None,
+    study_name: str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    seed: int = 0,
+    progress: bool = True,
+    graceful_interrupt: bool = False,
+    on_plan: Callable[[Plan, bool], None] | None = None,
+) -> ExtendResult:
+    """Extend `model` to `target_length` tokens and write a model you can ship to `out`.
+
+    Args:
+        model: ``"smollm2-135m"``, a model directory, a ``.gguf`` file or a hub id.
+        target_length: The context length to reach (above the model's trained length).
+        corpus: The search's text: ``"builtin"``, files, a `datasets` name, or several,
+            comma-separated (`longrope_opt.data.load_samples`).
+        held_out: The validation's text (default `corpus`); only documents no stage read are
+            used, and too few is an error before any trial runs.
+        budget: Wall time for everything (``"2h"``, ``"20m"``, seconds); the plan fits it.
+        trials: Instead of `budget`: this many search trials and the default stage settings.
+            Neither: a budget of 1 h.
+        out: The folder that receives the model directory, factors, tables and report.
+        storage: The study's storage (default ``$LONGROPE_OPT_STORAGE`` or
+            ``sqlite:///longrope.db``).
+        study_name: Default ``extend-<model>-<target length>``.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        dtype: The compute path (``auto``: the fastest here).
+        seed: Chooses the documents.
+        progress: Progress bars: one per stage and one overall, with an ETA.
+        graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
+        on_plan: Called with the plan (and whether it was read from the study) before any
+            stage runs (the CLI prints it).
+
+    Returns:
+        An `ExtendResult`.
+
+    Raises:
+        InvalidArgumentError: Bad arguments, a budget too small for one trial, or too few
+            held-out documents; all before any trial runs.
+    """
+    seconds_budget = None if budget is None else parse_budget(budget)
+    if seconds_budget is None and trials is None:
+        seconds_budget = 3600.0
+    if seconds_budget is not None and trials is not None:
+        raise InvalidArgumentError("give one of `budget` and `trials`, not both.")
+    held_out = held_out or corpus
+    check_source(held_out)
+    out = Path(out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")
+    config = extend_config(model, target_length, corpus=corpus, seed=seed)
+    name = study_name or f"extend-{config.default_study_name()}"
+    search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
+                     progress=progress)  # fmt: skip
+    stored = record.read_plan(search.study)
+    plan = Plan.from_dict(stored) if stored else make_plan(
+        time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
+        samples=config.samples, retrieval_keys=config.retrieval_keys,
+    )  # fmt: skip
+    held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
+    if not stored:
+        record.write_plan(search.study, plan.to_dict())
+    logger.info("extend %s: %s", name, plan.describe(target_length))
+    if on_plan is not None:
+        on_plan(plan, bool(stored))
+    outcome = Outcome()
+    stages: list[Stage] = [
+        Trials(plan.trials, graceful_interrupt=graceful_interrupt),
+        Rerank(0),
+        Guard(plan.guard_keys),
+        Validate(held_out, plan.held_out_docs, plan.validation_keys, plan.classic, out, outcome,
+                 seed=seed),  # fmt: skip
+        Export(out, outcome),
+    ]
+    forwards = plan.forwards()
+    overall = tqdm(total=round(sum(forwards.values()), 1), desc="extend", unit="fwd",
+                   disable=not progress, position=0)  # fmt: skip
+
+    def advance(stage: Any) -> None:
+        overall.update(round(forwards.get(stage.name, 0.0), 1))
+
+    try:
+        seconds = run_stages(search, stages, on_stage=advance)
+    finally:
+        overall.close()
+    model_dir = outcome.files[0][1]
+    return ExtendResult(
+        study=search.study, plan=plan, verdict=outcome.verdict, reference=outcome.reference,
+        headline=headline(outcome), files=outcome.files,
+        load=f"AutoModelForCausalLM.from_pretrained({model_dir!r})", summary=outcome.summary,
+        seconds=seconds,
+    )  # fmt: skip
+
+
+def time_forward(search: Any) -> float:
+    """Seconds of one forward at the target length on this machine (the search's first
+    document, the model as loaded): what the plan is sized by."""
+    doc = search.measure.samples[0]
+    start = time.perf_counter()
+    evaluate_perplexity(search.model, [doc], None)
+    return time.perf_counter() - start

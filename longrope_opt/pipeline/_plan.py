@@ -1,0 +1,229 @@
+"""What `extend` will do, sized to a budget from one timed forward at the target length.
+
+Every stage's cost is counted in forwards at the target length (a passkey prompt sharing its
+beginning with the others costs about 0.6 of one, `longrope_opt.objectives.passkey_results`);
+one timed forward turns forwards into seconds on this machine. A wall-time budget is shared
+out: about 55 % to the search, 10 % to the retrieval guard, 35 % to the validation, each stage
+taking the largest setting of its ladder that fits, and the search's trials what is left. A
+plan is stored in the study, so a rerun continues the same plan instead of timing again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import re
+from typing import Any
+
+from longrope_opt.errors import InvalidArgumentError
+
+
+#: A passkey prompt's cost in forwards when the prompts share their beginning.
+PASSKEY_COST = 0.6
+#: Expected documents read by a candidate that does not enter the population (the population
+#: pruner stops most after the first document; measured: bench/results/fitness-cost.txt).
+PRUNED_DOCS = 1.5
+#: Share of the candidates that enter the population (they read every document and pay the
+#: retrieval constraint's passkeys).
+ENTERING = 0.35
+#: The classic rows that can be the best past the trained length.
+CONTENDERS = ("yarn", "yarn-cd", "ntk", "ntk-cd")
+#: Validation settings, smallest first: (held-out documents, passkeys, classic rows).
+VALIDATION_LADDER = (
+    (2, 0, ("yarn-cd",)),
+    (2, 4, ("yarn-cd",)),
+    (3, 6, ("yarn-cd",)),
+    (3, 10, ("yarn-cd",)),
+    (3, 10, CONTENDERS),
+    (5, 20, CONTENDERS),
+)
+#: Guard passkeys, smallest first.
+GUARD_LADDER = (0, 4, 6, 10)
+SHARES = {"search": 0.55, "guard": 0.10, "validate": 0.35}
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How much of each stage `extend` runs.
+
+    Attributes:
+        seconds_per_forward: One forward at the target length on this machine (measured).
+        trials: The search's trials (seeds included).
+        seeds: How many of them are seeds (each reads every document).
+        samples: Documents of the fitness.
+        retrieval_keys: Passkeys of the retrieval constraint.
+        guard_keys: Passkeys of the retrieval guard (0: none).
+        held_out_docs: Held-out documents of the validation.
+        validation_keys: Passkeys of the validation (0: perplexity only).
+        classic: Classic rows the validation measures.
+        budget: The wall-time budget it was sized to (None: sized by `trials`).
+    """
+
+    seconds_per_forward: float
+    trials: int
+    seeds: int
+    samples: int
+    retrieval_keys: int
+    guard_keys: int
+    held_out_docs: int
+    validation_keys: int
+    classic: tuple[str, ...]
+    budget: float | None = None
+
+    def forwards(self) -> dict[str, float]:
+        """Expected forwards per stage (`search`, `guard`, `validate`)."""
+        return {
+            "search": search_forwards(self.trials, self.seeds, self.samples, self.retrieval_keys),
+            "guard": guard_forwards(self.guard_keys),
+            "validate": validation_forwards(
+                self.held_out_docs, self.validation_keys, len(self.classic)
+            ),
+        }
+
+    @property
+    def seconds(self) -> float:
+        """Expected wall time of the whole plan."""
+        return sum(self.forwards().values()) * self.seconds_per_forward
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the study record keeps it)."""
+        out = dataclasses.asdict(self)
+        out["classic"] = list(self.classic)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """Inverse of `to_dict`."""
+        return cls(**{**data, "classic": tuple(data["classic"])})
+
+    def describe(self, length: int, *, now: dt.datetime | None = None) -> str:
+        """The plan in a few lines, with the estimated end time."""
+        now = now or dt.datetime.now()
+        fw = self.forwards()
+        end = now + dt.timedelta(seconds=self.seconds)
+        val = (f"{self.held_out_docs} held-out documents against {', '.join(self.classic)}, "
+               + (f"{self.validation_keys} passkeys" if self.validation_keys else "no passkeys "
+                  "(perplexity only)"))  # fmt: skip
+        guard = f"{self.guard_keys} passkeys" if self.guard_keys else "none"
+        return "\n".join([
+            f"plan: one {length}-token forward takes {self.seconds_per_forward:.1f} s here"
+            + (f"; budget {format_seconds(self.budget)}" if self.budget else ""),
+            f"  search    {self.trials} trials ({self.seeds} seeds) on {self.samples} documents, "
+            f"retrieval constraint {self.retrieval_keys} passkeys   ~{fw['search']:.0f} forwards",
+            f"  guard     {guard}   ~{fw['guard']:.0f} forwards",
+            f"  validate  {val}   ~{fw['validate']:.0f} forwards",
+            "  export    model directory, factors, tables, report",
+            f"  about {format_seconds(self.seconds)}: done around {end:%H:%M} ({end:%Y-%m-%d})",
+        ])  # fmt: skip
+
+
+def search_forwards(trials: int, seeds: int, samples: int, keys: int) -> float:
+    """Expected forwards of a search: seeds read every document, candidates mostly stop early
+    (`PRUNED_DOCS`), the entering ones read all and pay the constraint's passkeys."""
+    candidates = max(trials - seeds, 0)
+    fitness = min(seeds, trials) * samples + candidates * (
+        ENTERING * samples + (1 - ENTERING) * min(PRUNED_DOCS, samples)
+    )
+    retrieval = (ENTERING * candidates + 1) * keys * PASSKEY_COST if keys and candidates else 0.0
+    return fitness + retrieval
+
+
+def guard_forwards(keys: int) -> float:
+    """The guard measures the best seed and, typically, one or two candidates."""
+    return 2.5 * keys * PASSKEY_COST
+
+
+def validation_forwards(docs: int, keys: int, classic: int, candidates: int = 2) -> float:
+    """Every row on every held-out document, and every row's passkeys."""
+    rows = classic + candidates
+    return rows * docs + rows * keys * PASSKEY_COST
+
+
+def make_plan(
+    seconds_per_forward: float,
+    *,
+    budget: float | None = None,
+    trials: int | None = None,
+    seeds: int,
+    samples: int,
+    retrieval_keys: int,
+) -> Plan:
+    """Size every stage to `budget` seconds, or run `trials` trials with the default settings.
+
+    Raises:
+        InvalidArgumentError: Neither or both of `budget` and `trials`, or a budget too small
+            for one trial (a seed on every document).
+    """
+    if (budget is None) == (trials is None):
+        raise InvalidArgumentError("give one of `budget` (seconds) and `trials`.")
+    if not (math.isfinite(seconds_per_forward) and seconds_per_forward > 0):
+        raise InvalidArgumentError(f"`seconds_per_forward` must be > 0, got {seconds_per_forward}.")
+    common: dict[str, Any] = {"seconds_per_forward": seconds_per_forward, "seeds": seeds,
+                              "samples": samples, "retrieval_keys": retrieval_keys}  # fmt: skip
+    if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise InvalidArgumentError(f"`trials` must be an integer >= 1, got {trials!r}.")
+        docs, keys, classic = VALIDATION_LADDER[3]
+        return Plan(trials=trials, guard_keys=6, held_out_docs=docs, validation_keys=keys,
+                    classic=classic, **common)  # fmt: skip
+    assert budget is not None
+    available = budget / seconds_per_forward
+    one_trial = samples  # the first seed on every document
+    if available < one_trial:
+        raise InvalidArgumentError(
+            f"`budget` {format_seconds(budget)} is too small for one trial: a trial reads "
+            f"{samples} documents of {seconds_per_forward:.0f} s each here "
+            f"(at least {format_seconds(one_trial * seconds_per_forward)})."
+        )
+    docs, keys, classic = _largest(
+        VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2])),
+        available * SHARES["validate"],
+    )  # fmt: skip
+    guard = _largest(GUARD_LADDER, guard_forwards, available * SHARES["guard"])
+    left = available - validation_forwards(docs, keys, len(classic)) - guard_forwards(guard)
+    n = 1
+    while search_forwards(n + 1, seeds, samples, retrieval_keys) <= left:
+        n += 1
+    return Plan(trials=n, guard_keys=guard, held_out_docs=docs, validation_keys=keys,
+                classic=classic, budget=budget, **common)  # fmt: skip
+
+
+def _largest(ladder: Any, cost: Any, room: float) -> Any:
+    fitting = [step for step in ladder if cost(step) <= room]
+    return fitting[-1] if fitting else ladder[0]
+
+
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_budget(text: str | float | int) -> float:
+    """Seconds from ``"2h"``, ``"20m"``, ``"90s"``, ``"1h30m"`` or a number of seconds.
+
+    Raises:
+        InvalidArgumentError: Anything else, or a budget <= 0.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        parts = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*",
+                             str(text))  # fmt: skip
+        if parts is None or not any(parts.groups()):
+            raise InvalidArgumentError(
+                f"`budget` must be a duration like 2h, 20m, 1h30m or 900s, got {text!r}."
+            )
+        h, m, s = (float(g) if g else 0.0 for g in parts.groups())
+        seconds = h * 3600 + m * 60 + s
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InvalidArgumentError(f"`budget` must be > 0, got {text!r}.")
+    return seconds
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``"1 h 05 min"``, ``"12 min"``, ``"40 s"``."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"

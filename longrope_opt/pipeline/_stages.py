@@ -1,0 +1,163 @@
+"""The stages `extend` runs after the search's own: validate on held-out text, then export.
+
+Both read and write only what the study's storage keeps (the measurements are stored as they are
+made, `longrope_opt.evaluation.MeasurementStore`), and the files they write are rewritten whole
+from it, so a rerun after an interruption measures nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+from longrope_opt.data import load_samples
+from longrope_opt.errors import DataError
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation import MeasurementStore
+from longrope_opt.evaluation import classic_rows
+from longrope_opt.evaluation import format_summary
+from longrope_opt.evaluation import study_rows
+from longrope_opt.evaluation import summarize
+from longrope_opt.evaluation import summary_csv
+from longrope_opt.evaluation import summary_json
+from longrope_opt.evaluation import validate
+from longrope_opt.files import write_text_atomic
+from longrope_opt.models import export_model
+from longrope_opt.models import rope_parameters
+from longrope_opt.pipeline._report import write_report
+from longrope_opt.rope import RopeSpec
+from longrope_opt.studies import Search
+from longrope_opt.studies import export_best
+from longrope_opt.studies import record
+from longrope_opt.studies import study_documents
+from longrope_opt.studies import study_winner
+
+
+@dataclass
+class Outcome:
+    """What the validate and export stages found and wrote (filled as they run).
+
+    Attributes:
+        summary: The validation's `Summary`.
+        table: The table as printed.
+        verdict: The winner's verdict against the reference row.
+        reference: The reference (best measured classic) row's name.
+        files: ``(what, path)`` of everything written, the one to use first.
+    """
+
+    summary: Any = None
+    table: str = ""
+    verdict: str = ""
+    reference: str = ""
+    files: list[tuple[str, str]] = field(default_factory=list)
+
+
+def held_out_documents(
+    search: Search, source: str, k: int, seed: int, *, param: str = "held_out"
+) -> Any:
+    """`k` documents of `source` that no stage of the search reads (its fitness documents,
+    its re-rank's), at the target length.
+
+    Raises:
+        InvalidArgumentError: Too few remain (one line naming `param`).
+    """
+    length = search.config.target_length
+    try:
+        return load_samples(source, search.tokenizer, length, k, seed,
+                            exclude=study_documents(search.study))  # fmt: skip
+    except DataError as exc:
+        raise InvalidArgumentError(
+            f"`{param}` {source!r} has too few documents of >= {length} tokens that the search "
+            f"does not read: need {k}. {exc} Name other text with `{param}`."
+        ) from None
+
+
+@dataclass
+class Validate:
+    """The study's winners against the classic rows on held-out documents and passkeys."""
+
+    held_out: str
+    docs: int
+    keys: int
+    classic: tuple[str, ...]
+    out: Path
+    outcome: Outcome
+    seed: int = 0
+    name: str = "validate"
+
+    def run(self, search: Search) -> None:
+        model, length = search.model, search.config.target_length
+        docs = held_out_documents(search, self.held_out, self.docs, self.seed)
+        path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", "unknown")
+        store = MeasurementStore(search.study._storage, path=path)  # no public accessor
+        validation = validate(model, search.tokenizer, study_rows(search.study), docs,
+                              lengths=[length], store=store, keys=self.keys,
+                              doc_ids=docs.doc_ids, classic=self.classic,
+                              progress=search.progress)  # fmt: skip
+        summary = summarize(validation)
+        self.outcome.summary, self.outcome.table = summary, format_summary(summary)
+        self.outcome.reference = summary.reference[length]
+        # the shipped winner's row: `study_rows` names a trial by the first rule that chose it,
+        # and the exported rule is always that one (guarded, else re-ranked, else best)
+        winner = study_winner(search.study)
+        self.outcome.verdict = summary.verdicts[f"{search.study.study_name}:{winner.rule}"][0]
+        self.out.mkdir(parents=True, exist_ok=True)
+        for suffix, text in ((".txt", self.outcome.table + "\n"), (".csv", summary_csv(summary)),
+                             (".json", summary_json(summary))):  # fmt: skip
+            write_text_atomic(self.out / f"validation{suffix}", text)
+
+
+@dataclass
+class Export:
+    """The winner as a model directory and factors; the reference classic row too when the
+    winner does not dominate it; the report."""
+
+    out: Path
+    outcome: Outcome
+    name: str = "export"
+
+    def run(self, search: Search) -> None:
+        study, model, length = search.study, search.model, search.config.target_length
+        winner = study_winner(study)
+        self.out.mkdir(parents=True, exist_ok=True)
+        factors = self.out / "factors.json"
+        export_best(study, factors)
+        meta = {"study": study.study_name, "trial": winner.trial.number, "rule": winner.rule}
+        model_dir = export_model(model, search.tokenizer, self.out / "model", winner.scaling,
+                                 target_length=length, metadata=meta, overwrite=True)  # fmt: skip
+        searched = [("the searched winner: model directory", str(model_dir)),
+                    ("its factors", str(factors))]  # fmt: skip
+        classic: list[tuple[str, str]] = []
+        if self.outcome.verdict != "dominates" and self.outcome.reference:
+            ref = self.outcome.reference
+            spec = RopeSpec.from_config(model.config)
+            scaling = next(r.scaling for r in classic_rows(spec, length) if r.name == ref)
+            assert scaling is not None  # "none" (no scaling) is never the best row past the window
+            path = self.out / f"factors-{ref}.json"
+            write_text_atomic(path, json.dumps({
+                **scaling.to_dict(), "method": ref, "target_length": length,
+                "rope_parameters": rope_parameters(scaling, spec, length),
+                "provenance": record.read_provenance(study),
+            }, indent=2) + "\n")  # fmt: skip
+            ref_dir = export_model(model, search.tokenizer, self.out / f"model-{ref}", scaling,
+                                   target_length=length, metadata={"method": ref},
+                                   overwrite=True)  # fmt: skip
+            classic = [(f"{ref} (the reference row): model directory", str(ref_dir)),
+                       (f"{ref}'s factors", str(path))]  # fmt: skip
+        self.outcome.files = classic + searched if classic else searched
+        report = write_report(self.out / "report.html", study=study, summary=self.outcome.summary,
+                              table=self.outcome.table, verdict=headline(self.outcome),
+                              shipped=self.outcome.files)  # fmt: skip
+        self.outcome.files.append(("the report", str(report)))
+        self.outcome.files.append(("the validation table", str(self.out / "validation.txt")))
+
+
+def headline(outcome: Outcome) -> str:
+    """The verdict line: the winner against the reference, and what to use."""
+    if outcome.verdict == "dominates":
+        return f"dominates {outcome.reference}: the searched winner is better on held-out text."
+    return (f"{outcome.verdict} (against {outcome.reference}): the searched winner does not beat "
+            f"the formula on held-out text; {outcome.reference} is exported too — use it.")  # fmt: skip
