@@ -174,8 +174,12 @@ def validate(
     if adopted:
         logger.info("validate: %d records of an earlier key format adopted", adopted)
     cost = {n: (n / lengths[-1]) ** 1.5 for n in lengths}  # between linear and quadratic
-    todo_ppl = [k for k, key in ppl_keys.items() if store.get(key) is None]
-    todo_keys = [k for k, key in key_keys.items() if store.get(key) is None]
+    # One forward per distinct measurement: a candidate that is a classic row (a study whose
+    # winner is its YaRN-cd seed) or two prompts with the same tokens share their key.
+    todo_ppl = list({key: k for k, key in reversed(ppl_keys.items())
+                     if store.get(key) is None}.values())[::-1]  # fmt: skip
+    todo_keys = list({key: k for k, key in reversed(key_keys.items())
+                      if store.get(key) is None}.values())[::-1]  # fmt: skip
     bar = _bar(progress, sum(cost[k[0]] for k in todo_ppl) + 0.6 * sum(cost[k[0]] for k in todo_keys))
     measured = 0
     rows_by_name = {n: {r.name: r for r in table[n]} for n in lengths}

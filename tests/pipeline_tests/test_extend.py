@@ -1,0 +1,253 @@
+"""`longrope-opt extend` on a tiny model: the whole path, what it writes, resuming after SIGKILL
+with no stage repeated, and the refusals made before any trial runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from longrope_opt.cli import main
+from longrope_opt.evaluation import STORE_STUDY
+from longrope_opt.models import load_model
+from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.studies import record
+from longrope_opt.studies import study_winner
+from tests.conftest import save_tiny_model_dir
+from tests.conftest import write_tiny_corpus
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+ROOT = Path(__file__).resolve().parents[2]
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("extend")
+    return {
+        "root": root,
+        "model": save_tiny_model_dir(root / "model"),
+        "corpus": write_tiny_corpus(root / "corpus", n_docs=10, words=400),
+    }
+
+
+def _args(tiny, name: str, *extra: str) -> list[str]:
+    return ["extend", tiny["model"], "--to", "256", "--corpus", tiny["corpus"], "--dtype",
+            "float32", "--storage", f"sqlite:///{tiny['root'] / (name + '.db')}", "--out",
+            str(tiny["root"] / name), *extra]  # fmt: skip
+
+
+def _study(tiny, name: str) -> optuna.Study:
+    storage = f"sqlite:///{tiny['root'] / (name + '.db')}"
+    (summary,) = [s for s in optuna.get_all_study_summaries(storage)
+                  if s.study_name.startswith("extend-")]  # fmt: skip
+    return optuna.load_study(study_name=summary.study_name, storage=storage)
+
+
+@pytest.fixture
+def forwards(monkeypatch):
+    """Counts model forwards (first decoder layer calls: a full forward, a prompt's continuation
+    from a shared prefix), by the stage that ran them."""
+    from transformers.models.llama import modeling_llama
+
+    from longrope_opt.studies import _pipeline
+
+    counts: dict[str, int] = {}
+    stage = ["(before)"]
+    layer_forward = modeling_llama.LlamaDecoderLayer.forward
+
+    def counting(self, *args, **kwargs):
+        if self.self_attn.layer_idx == 0:
+            counts[stage[0]] = counts.get(stage[0], 0) + 1
+        return layer_forward(self, *args, **kwargs)
+
+    real_run_stages = _pipeline.run_stages
+
+    def run_stages(search, stages, **kw):
+        for s in stages:
+            original = s.run
+
+            def run(search, _original=original, _name=s.name):
+                stage[0] = _name
+                return _original(search)
+
+            object.__setattr__(s, "run", run)
+        return real_run_stages(search, stages, **kw)
+
+    monkeypatch.setattr(modeling_llama.LlamaDecoderLayer, "forward", counting)
+    monkeypatch.setattr("longrope_opt.pipeline._extend.run_stages", run_stages)
+    return counts
+
+
+def test_extend_writes_a_model_vanilla_transformers_loads_with_the_same_logits(
+    tiny, capsys, forwards
+) -> None:
+    assert main(_args(tiny, "full", "--trials", "8")) == 0
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("plan: one 256-token forward takes")
+    study = _study(tiny, "full")
+    assert len(study.get_trials(states=FINISHED)) == 8
+    folder = tiny["root"] / "full"
+    for name in ("model/config.json", "factors.json", "validation.txt", "validation.csv",
+                 "report.html"):  # fmt: skip
+        assert (folder / name).is_file(), name
+    # vanilla transformers reads the exported directory and computes what the search measured
+    from transformers import AutoModelForCausalLM
+
+    vanilla = AutoModelForCausalLM.from_pretrained(folder / "model", attn_implementation="eager")
+    ours, _ = load_model(tiny["model"], dtype="float32", attn="eager")
+    ids = torch.randint(3, 128, (1, 200), generator=torch.Generator().manual_seed(0))
+    winner = study_winner(study)
+    assert winner.scaling.n_hat == 0
+    with torch.inference_mode(), apply_rope_scaling(ours, winner.scaling):
+        expected = ours(ids).logits
+    with torch.inference_mode():
+        got = vanilla.eval()(ids).logits
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    saved = json.loads((folder / "factors.json").read_text())
+    assert saved["trial"] == winner.trial.number
+    # the summary: the verdict first, where the model is, the line that loads it
+    verdict = next(i for i, line in enumerate(lines) if "against yarn-cd" in line or
+                   line.startswith("dominates"))  # fmt: skip
+    assert "load it: AutoModelForCausalLM.from_pretrained(" in lines[-1]
+    assert verdict < len(lines) - 1
+    # a plan, stored: the same command again measures nothing
+    forwards.clear()
+    assert main(_args(tiny, "full", "--trials", "8")) == 0
+    assert "resumed: the plan stored in the study" in capsys.readouterr().out
+    assert sum(forwards.values()) == 0, forwards
+
+
+def test_a_verdict_that_is_not_dominates_exports_the_classic_row_too(tiny, capsys) -> None:
+    assert main(_args(tiny, "classic", "--trials", "6")) == 0
+    out = capsys.readouterr().out
+    folder = tiny["root"] / "classic"
+    table = (folder / "validation.txt").read_text()
+    verdict = [line for line in table.splitlines() if line.startswith("verdict ")][0]
+    if ": dominates" in verdict:  # pragma: no cover - a random tiny model rarely gets there
+        pytest.skip("the tiny search dominated; nothing to fall back to")
+    summary = out[out.index("\n\n") + 2:].splitlines()  # after the plan
+    assert "does not beat the formula" in summary[0] and "yarn-cd is exported too" in summary[0]
+    assert (folder / "factors-yarn-cd.json").is_file() and (folder / "model-yarn-cd").is_dir()
+    assert summary[-1] == f"load it: AutoModelForCausalLM.from_pretrained({str(folder / 'model-yarn-cd')!r})"
+    assert json.loads((folder / "factors-yarn-cd.json").read_text())["method"] == "yarn-cd"
+
+
+def _spawn(tiny, name: str, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "longrope_opt.cli", *_args(tiny, name, *extra)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards) -> None:
+    proc = _spawn(tiny, "kill-search", "--trials", "10")
+    deadline = time.time() + 240
+    done = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+        try:
+            done = len(_study(tiny, "kill-search").get_trials(states=FINISHED))
+        except (ValueError, KeyError, optuna.exceptions.StorageInternalError):
+            continue
+        if done >= 3:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    before = {t.number: t.datetime_complete for t in _study(tiny, "kill-search").trials
+              if t.state in FINISHED}  # fmt: skip
+    assert 3 <= len(before) < 10
+    forwards.clear()
+    assert main(_args(tiny, "kill-search", "--trials", "10")) == 0
+    study = _study(tiny, "kill-search")
+    assert len(study.get_trials(states=FINISHED)) == 10
+    assert len(study.get_trials(states=(TrialState.FAIL,))) <= 1  # the trial the kill stopped
+    for t in study.trials:  # the trials finished before the kill were not run again
+        if t.number in before:
+            assert t.datetime_complete == before[t.number]
+    # no timing forward (the plan is stored) and each remaining trial read its documents once
+    read = sum(len(t.user_attrs.get("sample_nll", [])) for t in study.trials
+               if t.state in FINISHED and t.number not in before)  # fmt: skip
+    prompts = len(record.read_retrieval(study).get("misses", {}))
+    assert forwards.get("(before)", 0) == 0
+    assert forwards["search"] <= read + (prompts + 1) * 4 + 3  # + the killed trial's retry
+
+
+def test_killed_inside_validation_the_rerun_measures_only_what_is_missing(tiny, forwards) -> None:
+    proc = _spawn(tiny, "kill-validate", "--trials", "6")
+    seen = 0
+    for line in proc.stderr:  # one line per stored perplexity measurement
+        if "[longrope-opt] validate " in line and ": ppl " in line:
+            seen += 1
+            if seen == 3:
+                proc.send_signal(signal.SIGKILL)
+                break
+    proc.wait(timeout=60)
+    assert seen == 3, "the run ended before its validation"
+    storage = f"sqlite:///{tiny['root'] / 'kill-validate.db'}"
+    stored = len(optuna.load_study(study_name=STORE_STUDY, storage=storage).user_attrs)
+    forwards.clear()
+    assert main(_args(tiny, "kill-validate", "--trials", "6")) == 0
+    assert forwards.get("search", 0) == 0 and forwards.get("guard", 0) == 0
+    total = len(optuna.load_study(study_name=STORE_STUDY, storage=storage).user_attrs)
+    assert 0 < forwards["validate"] <= total - stored  # only the measurements not yet stored
+    assert forwards.get("export", 0) == 0
+
+
+def test_a_budget_too_small_for_one_trial_is_refused_before_any_trial(tiny, capfd) -> None:
+    assert main(_args(tiny, "tiny-budget", "--budget", "0.001s")) == 2  # a forward takes more
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "too small for one trial" in lines[0] and "`--budget`" in lines[0]
+    study = _study(tiny, "tiny-budget")
+    assert not study.get_trials(states=(*FINISHED, TrialState.RUNNING))  # seeds only queued
+
+
+def test_held_out_with_too_few_documents_left_is_refused_before_any_trial(tiny, capfd) -> None:
+    few = write_tiny_corpus(tiny["root"] / "few", n_docs=4, words=400)
+    args = _args(tiny, "few", "--trials", "4")
+    args[args.index("--corpus") + 1] = few  # 3 search documents, 1 left: the validation needs 3
+    assert main(args) == 2
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "`--held-out`" in lines[0] and "too few documents" in lines[0]
+    assert not _study(tiny, "few").get_trials(states=(*FINISHED, TrialState.RUNNING))
+
+
+@pytest.mark.parametrize("budget", ["0", "soon", "5x"])
+def test_a_bad_budget_is_one_line(tiny, capfd, budget) -> None:
+    assert main(_args(tiny, "bad", "--budget", budget)) == 2
+    lines = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "`--budget`" in lines[0]
+
+
+def test_headless_chromium_finds_the_verdict_the_table_and_both_figures(tiny, tmp_path) -> None:
+    from tests.viz_tests.test_dashboard_browser import CHROMIUM_FLAGS
+    from tests.viz_tests.test_dashboard_browser import _chromium
+
+    assert main(_args(tiny, "report", "--trials", "4")) == 0
+    report = tiny["root"] / "report" / "report.html"
+    dom = subprocess.run(
+        [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+         report.as_uri()],
+        capture_output=True, text=True, timeout=180,
+    ).stdout  # fmt: skip
+    table = (tiny["root"] / "report" / "validation.txt").read_text()
+    assert 'id="verdict"' in dom and "yarn-cd" in dom.split('id="verdict"')[1][:400]
+    assert 'id="table"' in dom and table.splitlines()[1].split()[0] in dom  # the table's header
+    for figure in ("validation-figure", "lambda-figure"):
+        part = dom.split(f'id="{figure}"')[1][:200_000]
+        assert "main-svg" in part, f"{figure} did not render (plotly draws its svg on load)"
+    assert "seed yarn-cd" in dom  # the λ figure's legend: the study's own seeds

@@ -1,0 +1,63 @@
+"""The plan `extend` sizes to a budget: budgets parsed, stages fitted, too small refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.pipeline import Plan
+from longrope_opt.pipeline import format_seconds
+from longrope_opt.pipeline import make_plan
+from longrope_opt.pipeline import parse_budget
+
+
+COMMON = {"seeds": 3, "samples": 3, "retrieval_keys": 4}
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("20m", 1200), ("2h", 7200), ("1h30m", 5400),
+                                               ("90s", 90), ("90", 90), (45.5, 45.5)])  # fmt: skip
+def test_budgets_parse(text, seconds) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0", "-1", "5x", "h"])
+def test_a_bad_budget_names_the_argument(text) -> None:
+    with pytest.raises(InvalidArgumentError, match="`budget`"):
+        parse_budget(text)
+
+
+def test_a_plan_fits_its_budget_and_grows_with_it() -> None:
+    plans = [make_plan(60.0, budget=b, **COMMON) for b in (1200, 3600, 4 * 3600, 24 * 3600)]
+    for plan, budget in zip(plans, (1200, 3600, 4 * 3600, 24 * 3600)):
+        assert plan.seconds <= budget * 1.02  # what the plan expects fits what it was given
+        assert plan.trials >= 1
+    assert [p.trials for p in plans] == sorted(p.trials for p in plans)
+    assert plans[-1].trials > plans[0].trials
+    assert plans[-1].validation_keys >= plans[0].validation_keys
+    assert set(plans[-1].classic) == {"yarn", "yarn-cd", "ntk", "ntk-cd"}  # every contender
+    assert plans[0].budget == 1200
+
+
+def test_a_budget_too_small_for_one_trial_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="too small for one trial"):
+        make_plan(60.0, budget=170, **COMMON)  # 3 documents of 60 s
+    assert make_plan(60.0, budget=180, **COMMON).trials >= 1
+
+
+def test_trials_mode_and_the_stored_form() -> None:
+    plan = make_plan(12.5, trials=12, **COMMON)
+    assert plan.trials == 12 and plan.budget is None and plan.guard_keys == 6
+    assert Plan.from_dict(plan.to_dict()) == plan
+    text = plan.describe(16384)
+    for word in ("search", "guard", "validate", "export", "12 trials", "12.5 s"):
+        assert word in text
+    with pytest.raises(InvalidArgumentError):
+        make_plan(12.5, trials=12, budget=100, **COMMON)
+    with pytest.raises(InvalidArgumentError, match="`trials`"):
+        make_plan(12.5, trials=0, **COMMON)
+
+
+def test_seconds_read_well() -> None:
+    assert format_seconds(40) == "40 s"
+    assert format_seconds(20 * 60) == "20 min"
+    assert format_seconds(65 * 60) == "1 h 05 min"
