@@ -10,7 +10,6 @@ from longrope_opt.cli._common import add_overwrite_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import check_output_file
-from longrope_opt.errors import InvalidArgumentError
 
 
 EXAMPLES = """examples:
@@ -59,81 +58,23 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the study read-only and write the JSON (and the model directory when asked)."""
-    # on use: `--help` and bad input stay light (torch loads in seconds)
-    from longrope_opt.studies import best_scaling
-    from longrope_opt.studies import export_best
-    from longrope_opt.studies import load_named_study
-    from longrope_opt.studies import make_storage
-    from longrope_opt.studies import resolve_storage_url
-
+    """Check the flags, call `longrope_opt.pipeline.export_winner`, say what was written."""
     check_output_file(args.output, flag="--output")
-    if args.model_dir:  # before the study is read or any weights load
-        # on use: `--help` and bad input stay light (torch loads in seconds)
-        from longrope_opt.models import check_output_dir
-
-        check_output_dir(
-            args.model_dir, overwrite=args.overwrite, source=args.model, param="model_dir"
-        )
-    storage = make_storage(resolve_storage_url(args.storage), must_exist=True)
-    study = load_named_study(storage, args.study_name)
-    short = None
-    if args.short_study:
-        short, _ = best_scaling(load_named_study(storage, args.short_study, param="short_study"))
-    record = export_best(study, args.output)
-    why = {
-        "guarded": "the retrieval guard's winner: the best re-ranked trial that retrieves as many "
-        "passkeys as the study's best seed",
-        "re-ranked": "the best trial at full fidelity (re-ranked)",
-        "best": "the study's best trial",
-    }[record["rule"]]
-    print(
-        f"wrote {args.output}: trial {record['trial']} ({why}), value {record['value']:.4f}, "
-        f"n_hat {record['n_hat']}"
-    )
-    if args.model_dir:
-        _export_dir(args, study, short)
-    return 0
-
-
-def _export_dir(args: argparse.Namespace, study: Any, short: Any) -> None:
     # on use: `--help` and bad input stay light (torch loads in seconds)
-    from longrope_opt import RopeSpec
-    from longrope_opt.models import as_pair
-    from longrope_opt.models import export_model
-    from longrope_opt.models import load_model
-    from longrope_opt.models import needs_loader
-    from longrope_opt.rope import ShortLongScaling
-    from longrope_opt.studies import SearchConfig
-    from longrope_opt.studies import best_scaling
-    from longrope_opt.studies import record
+    from longrope_opt.pipeline import RULES
+    from longrope_opt.pipeline import export_winner
 
-    long, best = best_scaling(study)
-    model_name = args.model
-    if not model_name:
-        try:
-            model_name = SearchConfig.from_study(study).model
-        except InvalidArgumentError:
-            raise InvalidArgumentError(
-                f"study {study.study_name!r} records no model; give `--model`."
-            ) from None
-    target = record.target_length(study)
-    if target is None:
-        raise InvalidArgumentError(f"study {study.study_name!r} records no target length.")
-    model, tokenizer = load_model(model_name, dtype="float32", device=args.device, attn=args.attn)
-    spec = RopeSpec.from_config(model.config)
-    scaling: Any = long
-    if short is not None:
-        scaling = ShortLongScaling(short, long, spec.original_length)
-    # on use: `--help` and bad input stay light (torch loads in seconds)
-    from longrope_opt.studies import study_winner
-
-    meta = {"study": study.study_name, "trial": best.number, "value": best.value,
-            "rule": study_winner(study).rule}  # fmt: skip
-    out = export_model(
-        model, tokenizer, args.model_dir, scaling, target_length=int(target),
-        dtype=args.save_dtype, metadata=meta, overwrite=args.overwrite,
+    done = export_winner(
+        args.study_name, args.output, storage=args.storage, model_dir=args.model_dir,
+        model=args.model, short_study=args.short_study, save_dtype=args.save_dtype,
+        overwrite=args.overwrite, device=args.device, attn=args.attn,
     )  # fmt: skip
-    loader = needs_loader(as_pair(scaling, spec))
-    how = "longrope_opt.models.load_model (n_hat > 0)" if loader else "vanilla transformers"
-    print(f"wrote model directory {out} (loads with {how})")
+    record = done.factors
+    print(
+        f"wrote {args.output}: trial {record['trial']} ({RULES[record['rule']]}), value "
+        f"{record['value']:.4f}, n_hat {record['n_hat']}"
+    )
+    if done.model_dir is not None:
+        how = "vanilla transformers" if done.vanilla else "longrope_opt.models.load_model (n_hat > 0)"
+        print(f"wrote model directory {done.model_dir} (loads with {how})")
+    return 0

@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
+    # the library's commands load torch; on use for the same reason
     from longrope_opt.pipeline import extend
     from longrope_opt.pipeline import parse_budget
 

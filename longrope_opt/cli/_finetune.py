@@ -88,32 +88,8 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _scaling(args: argparse.Namespace) -> tuple[Any, int | None]:
-    # on use: `--help` and bad input stay light (torch loads in seconds)
-    from longrope_opt.studies import factors_with_length
-    from longrope_opt.studies import make_storage
-    from longrope_opt.studies import resolve_storage_url
-
-    if bool(args.factors) == bool(args.study_name):
-        raise InvalidArgumentError("give exactly one of `--factors` or `--study-name`.")
-    storage = (
-        make_storage(resolve_storage_url(args.storage), must_exist=True)
-        if args.study_name
-        else None
-    )
-    return factors_with_length(factors=args.factors, study_name=args.study_name, storage=storage)
-
-
 def run(args: argparse.Namespace) -> int:
-    """Load fp32 weights, fine-tune with the factors, export the model directory."""
-    # on use: `--help` and bad input stay light (torch loads in seconds)
-    from longrope_opt import RopeSpec
-    from longrope_opt.data import load_samples
-    from longrope_opt.models import check_output_dir
-    from longrope_opt.models import export_model
-    from longrope_opt.models import load_model
-    from longrope_opt.training import finetune
-
+    """Check the flags, call `longrope_opt.pipeline.finetune_and_export`, report the run."""
     for name in ("steps", "samples", "grad_accum"):
         if getattr(args, name) < 1:
             raise InvalidArgumentError(
@@ -121,49 +97,22 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.seed < 0:
         raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
-    check_output_dir(args.output, overwrite=args.overwrite, source=args.model, param="output")
-    scaling, length = _scaling(args)
-    length = args.target_length or length
-    if not length:
-        raise InvalidArgumentError("the factors record no target length; give `--target-length`.")
-    model, tokenizer = load_model(args.model, dtype="float32", device=args.device, attn=args.attn)
-    spec = RopeSpec.from_config(model.config)
-    spec.scale(length)
-    scaling.check(spec)
-    samples = load_samples(args.corpus, tokenizer, length, args.samples, args.seed)
-    result = finetune(
-        model,
-        list(samples),
-        scaling,
-        steps=args.steps,
-        learning_rate=args.learning_rate,
-        warmup_steps=args.warmup_steps,
+    # on use: `--help` and bad input stay light (torch loads in seconds)
+    from longrope_opt.pipeline import finetune_and_export
+
+    result, out, length = finetune_and_export(
+        args.output, factors=args.factors, study_name=args.study_name, storage=args.storage,
+        model=args.model, corpus=args.corpus, target_length=args.target_length,
+        samples=args.samples, seed=args.seed, device=args.device, attn=args.attn,
+        overwrite=args.overwrite, save_dtype=args.save_dtype, steps=args.steps,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
         grad_accum=args.grad_accum,
         autocast_dtype=None if args.autocast == "none" else args.autocast,
-        gradient_checkpointing=args.gradient_checkpointing,
-        pose_tokens=args.pose_tokens,
-        seed=args.seed,
-    )
-    meta = {
-        "finetune": {
-            "steps": args.steps,
-            "losses": result.losses,
-            "tokens": result.tokens,
-            "seconds": round(result.seconds, 1),
-            "learning_rate": args.learning_rate,
-            "pose_tokens": args.pose_tokens,
-            "corpus": args.corpus,
-            "seed": args.seed,
-            "base_model": args.model,
-        }
-    }
-    export_model(
-        model, tokenizer, args.output, scaling, target_length=length,
-        dtype=args.save_dtype, metadata=meta, overwrite=args.overwrite,
+        gradient_checkpointing=args.gradient_checkpointing, pose_tokens=args.pose_tokens,
     )  # fmt: skip
     losses = ", ".join(f"{x:.4f}" for x in result.losses)
     print(
         f"{args.steps} step(s), {result.tokens} tokens in {result.seconds:.0f} s; losses {losses}"
     )
-    print(f"wrote {args.output} (rope type longrope, max_position_embeddings {length})")
+    print(f"wrote {out} (rope type longrope, max_position_embeddings {length})")
     return 0

@@ -12,7 +12,6 @@ from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import check_output_file
 from longrope_opt.cli._common import int_list
-from longrope_opt.errors import InvalidArgumentError
 
 
 EXAMPLES = """examples:
@@ -83,95 +82,28 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _check_counts(args: argparse.Namespace) -> None:
-    for flag, value, low in (("--docs", args.docs, 2), ("--windows", args.windows, 1),
-                             ("--keys", args.keys, 0), ("--top", args.top, 0),
-                             ("--seed", args.seed, 0)):  # fmt: skip
-        if value < low:
-            raise InvalidArgumentError(f"`{flag}` must be an integer >= {low}, got {value}.")
-
-
 def run(args: argparse.Namespace) -> int:
+    """Check the flags, call `longrope_opt.pipeline.validate_candidates`, print the table."""
     # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
-    # on use: `--help` and bad input stay light (torch loads in seconds)
-    from longrope_opt.data import check_source
-    from longrope_opt.data import load_samples
-    from longrope_opt.evaluation import CLASSIC
-    from longrope_opt.evaluation import MeasurementStore
-    from longrope_opt.evaluation import factor_rows
-    from longrope_opt.evaluation import format_summary
-    from longrope_opt.evaluation import study_rows
-    from longrope_opt.evaluation import summarize
-    from longrope_opt.evaluation import summary_csv
-    from longrope_opt.evaluation import summary_json
-    from longrope_opt.evaluation import validate
-    from longrope_opt.files import write_text_atomic
-    from longrope_opt.models import load_model
-    from longrope_opt.models import load_tokenizer
-    from longrope_opt.models import read_config
-    from longrope_opt.rope import RopeSpec
-    from longrope_opt.studies import load_named_study
-    from longrope_opt.studies import make_storage
-    from longrope_opt.studies import record
-    from longrope_opt.studies import resolve_storage_url
-    from longrope_opt.studies import study_documents
+    # the library's commands load torch; on use for the same reason
+    from longrope_opt.pipeline import validate_candidates
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    _check_counts(args)
     classic = [c.strip() for c in args.classic.split(",") if c.strip()]
-    unknown = [c for c in classic if c not in CLASSIC]
-    if unknown:
-        raise InvalidArgumentError(
-            f"`--classic` must name rows among {', '.join(CLASSIC)}, got {unknown[0]!r}."
-        )
     lengths = int_list(args.lengths, name="lengths") if args.lengths else None
     if args.output:
         check_output_file(f"{args.output}.csv", flag="--output")
-    check_source(args.corpus)
-    storage = make_storage(resolve_storage_url(args.storage))
-    studies = [load_named_study(storage, name) for name in args.study_name]
-    candidates = [row for s in studies for row in study_rows(s, top=args.top)]
-    candidates += factor_rows(args.factors)
-    provenance = [record.read_provenance(s) for s in studies]
-    model_name = args.model or next((p["model"] for p in provenance if p.get("model")),
-                                    "smollm2-135m")  # fmt: skip
-    if lengths is None:
-        lengths = sorted({int(p["target_length"]) for p in provenance if p.get("target_length")})
-        lengths = lengths or [16384]
-    config = read_config(model_name)
-    if config is not None:  # a length inside the trained window has no classic extension
-        trained = RopeSpec.from_config(config).original_length
-        inside = [n for n in lengths if n <= trained]
-        if inside:
-            raise InvalidArgumentError(
-                f"`--lengths` must be above the model's trained length {trained}, got {inside[0]}."
-            )
-    if not candidates and not classic:
-        raise InvalidArgumentError("nothing to measure: give `--study-name`, `--factors` or `--classic`.")
-    exclude = [doc for s in studies for doc in study_documents(s)]
-    tokenizer = load_tokenizer(model_name)  # seconds: the corpus is checked before the weights
-    docs = load_samples(args.corpus, tokenizer, max(lengths), args.docs, args.seed,
-                        exclude=exclude, windows=args.windows)  # fmt: skip
-    model, tokenizer = load_model(model_name, dtype=args.dtype, device=args.device, attn=args.attn)
-    path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", args.dtype)
-    store_at = make_storage(resolve_storage_url(args.store)) if args.store else storage
-    store = MeasurementStore(store_at, path=path, reuse_other_paths=not args.remeasure_other_paths)
-    validation = validate(model, tokenizer, candidates, docs, lengths=lengths, store=store,
-                          keys=args.keys, doc_ids=docs.doc_ids, classic=classic)  # fmt: skip
-    summary = summarize(validation)
-    text = format_summary(summary)
-    print(text)
-    print(f"\n{validation.measured} measurements made now; the rest came from the storage.")
-    if args.output:
-        # on use: `--help` and bad input stay light (torch loads in seconds)
-        from longrope_opt.viz import validation_figure
-
-        write_text_atomic(f"{args.output}.csv", summary_csv(summary))
-        write_text_atomic(f"{args.output}.json", summary_json(summary))
-        fig = validation_figure(summary.to_dict())
-        fig.write_html(f"{args.output}.html", include_plotlyjs="cdn")
+    result = validate_candidates(
+        args.study_name, args.factors, storage=args.storage, store=args.store, top=args.top,
+        corpus=args.corpus, docs=args.docs, windows=args.windows, seed=args.seed,
+        lengths=lengths, classic=classic, keys=args.keys, model=args.model, dtype=args.dtype,
+        device=args.device, attn=args.attn, remeasure_other_paths=args.remeasure_other_paths,
+        output=args.output,
+    )  # fmt: skip
+    print(result.table)
+    print(f"\n{result.measured} measurements made now; the rest came from the storage.")
+    if result.files:
         print(f"wrote {args.output}.csv, .json, .html and .txt")
-        write_text_atomic(f"{args.output}.txt", text + "\n")
     return 0

@@ -1,9 +1,19 @@
-"""The whole path behind one call: `extend` searches, re-ranks, guards, validates and exports a
-model in one study, its stages sized to a budget (`make_plan`) and run by the same
-`longrope_opt.studies.run_stages` as every search."""
+"""What every command does, as one function each (the CLI parses, checks and prints).
+
+`extend` is the whole path: it searches, re-ranks, guards, validates and exports a model in one
+study, its stages sized to a budget (`make_plan`) and run by the same
+`longrope_opt.studies.run_stages` as every search. `validate_candidates`, `compare_methods`,
+`export_winner` and `finetune_and_export` are `validate`, `eval`, `export` and `finetune`.
+"""
 
 from __future__ import annotations
 
+from longrope_opt.pipeline._eval import MethodTable
+from longrope_opt.pipeline._eval import compare_methods
+from longrope_opt.pipeline._export import RULES
+from longrope_opt.pipeline._export import Exported
+from longrope_opt.pipeline._export import export_winner
+from longrope_opt.pipeline._export import finetune_and_export
 from longrope_opt.pipeline._extend import SEEDS
 from longrope_opt.pipeline._extend import ExtendResult
 from longrope_opt.pipeline._extend import extend
@@ -17,20 +27,30 @@ from longrope_opt.pipeline._report import write_report
 from longrope_opt.pipeline._stages import Export
 from longrope_opt.pipeline._stages import Outcome
 from longrope_opt.pipeline._stages import Validate
+from longrope_opt.pipeline._validate import ValidationResult
+from longrope_opt.pipeline._validate import validate_candidates
 
 
 __all__ = [
+    "RULES",
     "SEEDS",
     "Export",
+    "Exported",
+    "MethodTable",
     "ExtendResult",
     "Outcome",
     "Plan",
     "Validate",
+    "ValidationResult",
+    "compare_methods",
     "extend",
+    "export_winner",
     "extend_config",
+    "finetune_and_export",
     "format_seconds",
     "make_plan",
     "parse_budget",
     "time_forward",
+    "validate_candidates",
     "write_report",
 ]

@@ -25,6 +25,7 @@ from longrope_opt import record
 from longrope_opt.data import check_source
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.errors import LongRopeOptError
 from longrope_opt.models import choose_attention
 from longrope_opt.models import load_model
 from longrope_opt.models import read_config
@@ -33,6 +34,7 @@ from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import RetrievalConstraint
 from longrope_opt.objectives import check_options
 from longrope_opt.objectives import sample_length
+from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import make_pruner
 from longrope_opt.samplers import make_sampler
 from longrope_opt.studies._config import SearchConfig
@@ -268,7 +270,7 @@ def prepare(
     # The space is checked against the model's config before its weights load (minutes for a
     # 7B model): target vs trained length, the base stage, the λ cap.
     model_config = model.config if model is not None else read_config(config.model)
-    if model_config is None:  # cannot be read without loading: the load validates
+    if model_config is None or not _has_rope(model_config):  # the load says what is wrong
         model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn, fuse=fuse)
         model_config = model.config
     base = None if config.base is None else resolve_base(
@@ -305,6 +307,14 @@ def prepare(
         direction=str(getattr(measure, "direction", "minimize")),
     )  # fmt: skip
     return Search(config, study, model, tokenizer, objective, measure, progress)
+
+
+def _has_rope(model_config: Any) -> bool:
+    try:
+        RopeSpec.from_config(model_config)
+    except LongRopeOptError:
+        return False
+    return True
 
 
 # ----- run_search -------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_eval_passkey_table(tiny_model_dir, capsys) -> None:
         (["--samples", "0"], "`--samples` must be >= 1, got 0"),
         (
             ["--mode", "sliding", "--lengths", "128"],
-            "`--stride` must be an integer >= 1 with --mode sliding",
+            "`--stride` must be an integer >= 1 with `--mode` sliding",
         ),
     ],
 )

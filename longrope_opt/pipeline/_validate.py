@@ -1,0 +1,153 @@
+"""`validate_candidates`: what `longrope-opt validate` does, as one function."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from longrope_opt.data import check_source
+from longrope_opt.data import load_samples
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation import CLASSIC
+from longrope_opt.evaluation import MeasurementStore
+from longrope_opt.evaluation import Summary
+from longrope_opt.evaluation import factor_rows
+from longrope_opt.evaluation import format_summary
+from longrope_opt.evaluation import study_rows
+from longrope_opt.evaluation import summarize
+from longrope_opt.evaluation import summary_csv
+from longrope_opt.evaluation import summary_json
+from longrope_opt.evaluation import validate
+from longrope_opt.files import write_text_atomic
+from longrope_opt.models import load_model
+from longrope_opt.models import load_tokenizer
+from longrope_opt.models import read_config
+from longrope_opt.rope import RopeSpec
+from longrope_opt.studies import load_named_study
+from longrope_opt.studies import make_storage
+from longrope_opt.studies import record
+from longrope_opt.studies import resolve_storage_url
+from longrope_opt.studies import study_documents
+from longrope_opt.viz import validation_figure
+
+
+@dataclass
+class ValidationResult:
+    """What `validate_candidates` measured and wrote.
+
+    Attributes:
+        summary: Statistics and verdicts (`longrope_opt.evaluation.Summary`).
+        table: The table as printed.
+        measured: Forwards run by this call (the rest came from the storage).
+        files: Files written (``PREFIX.csv``, ``.json``, ``.html``, ``.txt``).
+    """
+
+    summary: Summary
+    table: str
+    measured: int
+    files: list[str]
+
+
+def validate_candidates(
+    studies: Sequence[str] = (),
+    factors: Sequence[str] = (),
+    *,
+    storage: Any = None,
+    store: Any = None,
+    top: int = 0,
+    corpus: str = "builtin",
+    docs: int = 5,
+    windows: int = 1,
+    seed: int = 0,
+    lengths: Sequence[int] | None = None,
+    classic: Sequence[str] = CLASSIC,
+    keys: int = 20,
+    model: str | None = None,
+    dtype: str = "auto",
+    device: str = "auto",
+    attn: str | None = None,
+    remeasure_other_paths: bool = False,
+    output: str | Path | None = None,
+    progress: bool = True,
+) -> ValidationResult:
+    """Judge studies' winners and factor files against the classic rows on held-out text.
+
+    Args:
+        studies: Study names (their winners: plain best, re-ranked, guarded).
+        factors: Factor files (`export_best`'s JSON).
+        storage: Where the studies are.
+        store: Where measurements are kept (default `storage`).
+        top: Also each study's `top` best trials.
+        corpus: The held-out text; every document a study read is left out.
+        docs: Documents (>= 2: intervals are over documents).
+        windows: Up to this many disjoint windows per document.
+        seed: Chooses the documents.
+        lengths: Lengths (default: the studies' target lengths, else 16384).
+        classic: The classic rows (the best of them is the reference).
+        keys: Passkey prompts per length (0: none).
+        model: Default: the first study's model, else ``"smollm2-135m"``.
+        dtype: Compute path.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        attn: Attention kernel.
+        remeasure_other_paths: Measure again what the store holds only from another path.
+        output: Also write ``output.csv``, ``.json``, ``.html`` and ``.txt``.
+        progress: A progress bar with an ETA.
+
+    Raises:
+        InvalidArgumentError: Bad counts, names or lengths; nothing to measure; all before the
+            model loads.
+    """
+    for name, value, low in (("docs", docs, 2), ("windows", windows, 1), ("keys", keys, 0),
+                             ("top", top, 0), ("seed", seed, 0)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+    unknown = [c for c in classic if c not in CLASSIC]
+    if unknown:
+        raise InvalidArgumentError(
+            f"`classic` must name rows among {', '.join(CLASSIC)}, got {unknown[0]!r}."
+        )
+    if output is not None and not Path(f"{output}.csv").parent.is_dir():
+        raise InvalidArgumentError(f"`output` {str(output)!r}: its folder does not exist.")
+    check_source(corpus)
+    held = make_storage(resolve_storage_url(storage))
+    loaded = [load_named_study(held, name) for name in studies]
+    candidates = [row for s in loaded for row in study_rows(s, top=top)]
+    candidates += factor_rows(factors)
+    provenance = [record.read_provenance(s) for s in loaded]
+    model = model or next((p["model"] for p in provenance if p.get("model")), "smollm2-135m")
+    if not lengths:
+        lengths = sorted({int(p["target_length"]) for p in provenance if p.get("target_length")})
+        lengths = lengths or [16384]
+    config = read_config(model)
+    if config is not None:  # a length inside the trained window has no classic extension
+        trained = RopeSpec.from_config(config).original_length
+        inside = [n for n in lengths if n <= trained]
+        if inside:
+            raise InvalidArgumentError(
+                f"`lengths` must be above the model's trained length {trained}, got {inside[0]}."
+            )
+    if not candidates and not classic:
+        raise InvalidArgumentError("nothing to measure: give `study_name`, `factors` or `classic`.")
+    exclude = [doc for s in loaded for doc in study_documents(s)]
+    tokenizer = load_tokenizer(model)  # seconds: the corpus is checked before the weights
+    documents = load_samples(corpus, tokenizer, max(lengths), docs, seed, exclude=exclude,
+                             windows=windows)  # fmt: skip
+    lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn)
+    path = (getattr(lm, "longrope_opt_compute", None) or {}).get("path", dtype)
+    kept = MeasurementStore(make_storage(resolve_storage_url(store)) if store else held,
+                            path=path, reuse_other_paths=not remeasure_other_paths)  # fmt: skip
+    validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
+                          keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
+                          progress=progress)  # fmt: skip
+    summary = summarize(validation)
+    table = format_summary(summary)
+    files: list[str] = []
+    if output is not None:
+        write_text_atomic(f"{output}.csv", summary_csv(summary))
+        write_text_atomic(f"{output}.json", summary_json(summary))
+        validation_figure(summary.to_dict()).write_html(f"{output}.html", include_plotlyjs="cdn")
+        write_text_atomic(f"{output}.txt", table + "\n")
+        files = [f"{output}{suffix}" for suffix in (".csv", ".json", ".html", ".txt")]
+    return ValidationResult(summary, table, validation.measured, files)
