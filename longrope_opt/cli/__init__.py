@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -26,6 +27,8 @@ from longrope_opt.cli import _worker
 from longrope_opt.cli._messages import in_flag_terms
 from longrope_opt.cli._messages import parser_flags
 from longrope_opt.errors import LongRopeOptError
+from longrope_opt.urls import ENV_STORAGE
+from longrope_opt.urls import scrub
 
 
 _SUBCOMMANDS = {
@@ -62,15 +65,18 @@ class _StderrHandler(logging.Handler):
     library's parameter names written as the running command's flags."""
 
     flags: dict[str, str] = {}
+    #: Storage URLs of the running command: their secrets never reach stderr.
+    urls: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(in_flag_terms(self.format(record), self.flags), file=sys.stderr, flush=True)
+            line = scrub(in_flag_terms(self.format(record), self.flags), self.urls)
+            print(line, file=sys.stderr, flush=True)
         except (OSError, ValueError):
             self.handleError(record)
 
 
-def _log_to_stderr(flags: dict[str, str]) -> None:
+def _log_to_stderr(flags: dict[str, str], urls: list[str]) -> None:
     # The library logs through `logging`; the CLI shows its info lines as it always printed them.
     root = logging.getLogger("longrope_opt")
     handler = next((h for h in root.handlers if isinstance(h, _StderrHandler)), None)
@@ -79,6 +85,7 @@ def _log_to_stderr(flags: dict[str, str]) -> None:
         handler.setFormatter(logging.Formatter("[longrope-opt] %(message)s"))
         root.addHandler(handler)
     handler.flags = flags
+    handler.urls = urls
     root.setLevel(logging.INFO)
 
 
@@ -87,7 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     flags = {**parser_flags(args.parser), **args.param_flags}
-    _log_to_stderr(flags)
+    # Every storage URL the command was given (and the environment's): a password or token in
+    # one is masked in whatever this process prints (`longrope_opt.urls`).
+    urls = [str(getattr(args, name)) for name in ("storage", "store", "backend")
+            if getattr(args, name, None)] + [os.environ.get(ENV_STORAGE, "")]  # fmt: skip
+    _log_to_stderr(flags, urls)
     try:
         with warnings.catch_warnings():
             # Heartbeats, their retry callback and WilcoxonPruner are experimental in Optuna; we
@@ -98,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        print(f"longrope-opt {args.command}: error: {in_flag_terms(first, flags)}", file=sys.stderr)
+        line = scrub(in_flag_terms(first, flags), urls)
+        print(f"longrope-opt {args.command}: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"longrope-opt {args.command}: interrupted", file=sys.stderr)

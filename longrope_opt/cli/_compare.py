@@ -17,6 +17,7 @@ from longrope_opt.cli._common import text_kwargs
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers import DEFAULT_SAMPLERS
 from longrope_opt.samplers import SAMPLERS
+from longrope_opt.urls import redact_url
 
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     full = full_eval_tokens(summaries)
     label = _objective_label(args)
     print(
-        f"\ncomparison '{prefix}' in {url}: {len(samplers)} samplers x {len(seeds)} seeds x "
+        f"\ncomparison '{prefix}' in {redact_url(url)}: {len(samplers)} samplers x {len(seeds)} seeds x "
         f"{args.budget} trials"
     )
     print(f"objective: {label}; one full evaluation = {full} scored tokens")

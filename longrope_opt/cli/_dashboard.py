@@ -9,6 +9,7 @@ from typing import Any
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.urls import redact_url
 
 
 EXAMPLES = """examples:
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.attach_only:
         return 0
     print(
-        f"optuna-dashboard on http://{args.host}:{args.port}/ for {url} (Ctrl-C stops)", flush=True
+        f"optuna-dashboard on http://{args.host}:{args.port}/ for {redact_url(url)} (Ctrl-C stops)", flush=True
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a server is stopped
         optuna_dashboard.run_server(storage, host=args.host, port=args.port)

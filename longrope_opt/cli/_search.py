@@ -18,6 +18,7 @@ from longrope_opt.cli._common import text_kwargs
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
 from longrope_opt.samplers import SAMPLERS
+from longrope_opt.urls import redact_url
 
 
 if TYPE_CHECKING:
@@ -259,10 +260,10 @@ def execute(
         print_summary(load_named_study(make_storage(url), name))
         return 130
     print(
-        f"\n{result.finished} trial(s) finished in {result.seconds:.0f} s; study {name!r} in {url}"
+        f"\n{result.finished} trial(s) finished in {result.seconds:.0f} s; study {name!r} in {redact_url(url)}"
     )
     print_summary(result.study)
-    store = "" if storage is None else f" --storage {url}"
+    store = "" if storage is None else f" --storage {redact_url(url)}"
     print(f"\nnext, check the winner on documents this search did not use (resumable; it "
           f"measures the classic rows too):\n  longrope-opt validate --study-name {name}{store}")
     return 0

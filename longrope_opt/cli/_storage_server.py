@@ -4,17 +4,24 @@ workers (`optuna.storages.run_grpc_proxy_server`; this command only opens the st
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import sys
 from typing import Any
 
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.urls import redact_url
 
 
 EXAMPLES = """examples:
-  # the proxy in front of PostgreSQL; workers then connect to it instead of to the database
-  longrope-opt storage-server --storage postgresql://user@db-host/longrope --host 0.0.0.0 --port 13000
-  longrope-opt worker --storage grpc://proxy-host:13000 --study-name smol-128k
+  # the proxy in front of PostgreSQL, on this machine only (the default: loopback)
+  longrope-opt storage-server --storage postgresql://user@db-host/longrope --port 13000
+  longrope-opt worker --storage grpc://127.0.0.1:13000 --study-name smol-128k
+  # workers on other machines reach it through an SSH tunnel (nothing listens beyond loopback)
+  ssh -N -L 13000:127.0.0.1:13000 proxy-host      # on each worker machine, then --storage grpc://127.0.0.1:13000
+  # on a private network you trust: the proxy has no authentication, so say so explicitly
+  longrope-opt storage-server --storage postgresql://user@db-host/longrope --host 10.0.0.5 --allow-remote
   # in front of a journal file on a shared file system
   longrope-opt storage-server --storage journal:////shared/longrope.log --port 13000
 """
@@ -33,9 +40,25 @@ def add_parser(sub: Any) -> None:
     )
     add_storage_flag(parser)
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")  # fmt: skip
+                        help="address to listen on (default 127.0.0.1: this machine only; any "
+                        "other address needs --allow-remote)")  # fmt: skip
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="listen on a non-loopback --host. Optuna's gRPC proxy has NO "
+                        "authentication and no encryption: anyone who can reach the port can "
+                        "read, rewrite or delete every study behind it. Use it only on a "
+                        "private network you trust; otherwise an SSH tunnel (see examples)")  # fmt: skip
     parser.add_argument("--port", type=int, default=13000, help="port (default 13000)")
     parser.set_defaults(run=run)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,10 +70,18 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise InvalidArgumentError(f"`--port` must be in [1, 65535], got {args.port}.")
+    remote = not is_loopback(args.host)
+    if remote and not args.allow_remote:
+        raise InvalidArgumentError(
+            f"`--host` {args.host!r} is reachable from other machines, and the proxy has no "
+            "authentication: add --allow-remote to listen there anyway, or keep the default "
+            "127.0.0.1 and reach it through an SSH tunnel."
+        )
     url = resolve_storage_url(args.storage)
     if url.startswith("grpc"):
         raise InvalidArgumentError(
-            f"`--storage` must be a database or a journal file to serve, got the proxy {url!r}."
+            f"`--storage` must be a database or a journal file to serve, got the proxy "
+            f"{redact_url(url)!r}."
         )
     # Optuna's cache in front of an RDB, as its documentation advises for the proxy.
     storage = optuna.storages.get_storage(make_storage(url))
@@ -60,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
     # trials created later come through this proxy and enter the map as they are created.
     for study in storage.get_all_studies():
         storage.get_all_trials(storage.get_study_id_from_name(study.study_name), deepcopy=False)
-    print(f"serving {url} on {args.host}:{args.port}; workers: --storage grpc://{args.host}:"
+    if remote:
+        print(f"warning: listening on {args.host}:{args.port} with no authentication: anyone who "
+              "can reach this port can read, rewrite or delete every study in it.",
+              file=sys.stderr, flush=True)  # fmt: skip
+    print(f"serving {redact_url(url)} on {args.host}:{args.port}; workers: --storage grpc://{args.host}:"
           f"{args.port}", flush=True)  # fmt: skip
     try:
         optuna.storages.run_grpc_proxy_server(storage, host=args.host, port=args.port)

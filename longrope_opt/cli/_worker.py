@@ -12,6 +12,7 @@ from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.urls import redact_url
 
 
 EXAMPLES = """examples:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         study = optuna.load_study(study_name=args.study_name, storage=storage)
     except KeyError:
         raise InvalidArgumentError(
-            f"`--study-name` {args.study_name!r} not found in {url}; create it with "
+            f"`--study-name` {args.study_name!r} not found in {redact_url(url)}; create it with "
             "`longrope-opt search` first."
         ) from None
     config = SearchConfig.from_study(study)

@@ -10,6 +10,7 @@ from typing import Any
 from longrope_opt.data import check_source
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.errors import StorageError
 from longrope_opt.evaluation import CLASSIC
 from longrope_opt.evaluation import MeasurementStore
 from longrope_opt.evaluation import Summary
@@ -111,6 +112,8 @@ def validate_candidates(
     if output is not None and not Path(f"{output}.csv").parent.is_dir():
         raise InvalidArgumentError(f"`output` {str(output)!r}: its folder does not exist.")
     check_source(corpus)
+    if store:
+        _open_store(store)  # a store that cannot be opened: before the model loads
     held = make_storage(resolve_storage_url(storage))
     loaded = [load_named_study(held, name) for name in studies]
     candidates = [row for s in loaded for row in study_rows(s, top=top)]
@@ -136,8 +139,8 @@ def validate_candidates(
                              windows=windows)  # fmt: skip
     lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn)
     path = (getattr(lm, "longrope_opt_compute", None) or {}).get("path", dtype)
-    kept = MeasurementStore(make_storage(resolve_storage_url(store)) if store else held,
-                            path=path, reuse_other_paths=not remeasure_other_paths)  # fmt: skip
+    kept = MeasurementStore(_open_store(store) if store else held, path=path,
+                            reuse_other_paths=not remeasure_other_paths)  # fmt: skip
     validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
                           keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
                           progress=progress)  # fmt: skip
@@ -151,3 +154,10 @@ def validate_candidates(
         write_text_atomic(f"{output}.txt", table + "\n")
         files = [f"{output}{suffix}" for suffix in (".csv", ".json", ".html", ".txt")]
     return ValidationResult(summary, table, validation.measured, files)
+
+
+def _open_store(url: str) -> Any:
+    try:
+        return make_storage(resolve_storage_url(url))
+    except StorageError as exc:  # the library names its own parameter: say which one
+        raise StorageError(str(exc).replace("`storage`", "`store`", 1)) from None

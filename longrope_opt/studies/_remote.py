@@ -43,6 +43,7 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState
 
 from longrope_opt.errors import StorageError
+from longrope_opt.urls import redact_url
 
 
 logger = logging.getLogger(__name__)
@@ -198,7 +199,9 @@ def open_journal(url: str, *, heartbeat_interval: int | None, must_exist: bool) 
     """A `JournalFileStorage` for a ``journal:`` URL; a file that cannot be written is one line."""
     path = journal_path(url)
     if not path.name:
-        raise StorageError(f"`storage` {url!r} names no file (journal:///path/to/study.log).")
+        raise StorageError(
+            f"`storage` {redact_url(url)!r} names no file (journal:///path/to/study.log)."
+        )
     if must_exist and not path.is_file():
         raise StorageError(f"`storage` file {str(path)!r} does not exist (nothing to read).")
     folder = path.parent if str(path.parent) else Path(".")
@@ -214,7 +217,7 @@ def connect_grpc(url: str, *, heartbeat_interval: int | None, timeout: float = 1
     where = url.split("://", 1)[1].rstrip("/")
     host, _, port = where.rpartition(":")
     if not host or not port.isdigit():
-        raise StorageError(f"`storage` {url!r} must be grpc://host:port.")
+        raise StorageError(f"`storage` {redact_url(url)!r} must be grpc://host:port.")
     storage = GrpcStorage(host=host, port=int(port), heartbeat_interval=heartbeat_interval)
     try:
         storage.wait_server_ready(timeout=timeout)

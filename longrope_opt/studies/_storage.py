@@ -14,10 +14,12 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import StorageError
 from longrope_opt.studies._remote import connect_grpc
 from longrope_opt.studies._remote import open_journal
+from longrope_opt.urls import ENV_STORAGE
+from longrope_opt.urls import redact_url
+from longrope_opt.urls import scrub
 
 
 DEFAULT_STORAGE = "sqlite:///longrope.db"
-ENV_STORAGE = "LONGROPE_OPT_STORAGE"
 _SCHEMES = ("sqlite", "postgresql", "mysql", "grpc", "journal")
 
 
@@ -29,7 +31,7 @@ def resolve_storage_url(url: str | None = None) -> str:
         raise InvalidArgumentError(
             f"`storage` must be a storage URL such as sqlite:///longrope.db, "
             f"postgresql://user@host/db, grpc://host:port or journal:///path/study.log "
-            f"(schemes: {', '.join(_SCHEMES)}), got {url!r}."
+            f"(schemes: {', '.join(_SCHEMES)}), got {redact_url(url)!r}."
         )
     return url
 
@@ -46,7 +48,8 @@ def _with_postgres_driver(url: str) -> str:
     if importlib.util.find_spec("psycopg2") is not None:
         return "postgresql+psycopg2://" + url[len("postgresql://") :]
     raise StorageError(
-        f"`storage` {url!r} needs a PostgreSQL driver: pip install 'longrope-opt[postgres]'."
+        f"`storage` {redact_url(url)!r} needs a PostgreSQL driver: pip install "
+        "'longrope-opt[postgres]'."
     )
 
 
@@ -130,7 +133,7 @@ def make_storage(
         )
     if url.startswith("sqlite") and sqlite_path(url) is None:
         raise InvalidArgumentError(
-            f"`storage` {url!r} is an in-memory database: its studies would vanish when this "
+            f"`storage` {redact_url(url)!r} is an in-memory database: its studies would vanish when this "
             "process ends; give a file, e.g. sqlite:///longrope.db."
         )
     if url.startswith("grpc"):
@@ -163,4 +166,7 @@ def make_storage(
         return storage
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many types; all mean "cannot open"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"cannot open `storage` {url!r}: {first}") from exc
+        # The driver's message may repeat the URL or its password: neither leaves the process.
+        raise StorageError(
+            f"cannot open `storage` {redact_url(url)!r}: {scrub(first, [url])}"
+        ) from None
