@@ -18,7 +18,7 @@ target, total = (int(x) for x in (sys.argv[1:] or [16384, 12]))
 config = SearchConfig(
     model="smollm2-135m",
     target_length=target,
-    samples=1,
+    samples=3,  # prose and code of the built-in corpus, in turn; losers stop after one
     sampler_options=dict(population_size=8, num_mutations=4, num_crossovers=4, num_parents=4),
 )
 result = run_search(config, storage="sqlite:///longrope-study.db", study_name="smollm2-study",

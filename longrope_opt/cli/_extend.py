@@ -22,16 +22,16 @@ EXAMPLES = """examples:
   longrope-opt extend ./my-model --to 32k --corpus builtin,./books/ --held-out ./papers/ --budget 2h --device cuda
   # interrupted (Ctrl-C, kill -9, a reboot)? run the same command: it continues where it stopped
 
-What it does, in one study (rerun to resume; every stage keeps its output in the storage):
-  search    a LongRoPE evolution on 3 documents taking turns over the corpus's kinds of text,
-            seeded by YaRN, YaRN-cd and NTK-cd; a candidate stops reading documents once it
-            cannot enter the population, and one that would enter must retrieve passkeys as
-            well as the best seed
-  guard     the best candidates on other passkeys: the best that retrieves as well ships
-  validate  the winner against the classic methods on held-out documents no stage read
-  export    DIR/model (vanilla transformers loads it), DIR/factors.json, DIR/validation.txt
-            and .csv, DIR/report.html; when the winner does not dominate the best classic
-            row, that row is exported too and the summary says to use it
+The stages, in one study (rerun to resume; every stage keeps its output in the storage):
+  # search: a LongRoPE evolution on 3 documents taking turns over the corpus's kinds of text,
+  #   seeded by YaRN, YaRN-cd and NTK-cd; a candidate stops reading documents once it cannot
+  #   enter the population, and one that would enter must retrieve passkeys as well as the
+  #   best seed
+  # guard: the best candidates on other passkeys; the best that retrieves as well ships
+  # validate: the winner against the classic methods on held-out documents no stage read
+  # export: DIR/model (vanilla transformers loads it), DIR/factors.json, DIR/validation.txt
+  #   and .csv, DIR/report.html; when the winner does not dominate the best classic row, that
+  #   row is exported too and the summary says to use it
 """
 
 

@@ -97,8 +97,9 @@ class Plan:
         """Inverse of `to_dict`."""
         return cls(**{**data, "classic": tuple(data["classic"])})
 
-    def describe(self, length: int, *, now: dt.datetime | None = None) -> str:
-        """The plan in a few lines, with the estimated end time."""
+    def describe(self, length: int, *, now: Any = None) -> str:
+        """The plan in a few lines, with the estimated end time (from `now`, a
+        ``datetime.datetime``; default: this moment)."""
         now = now or dt.datetime.now()
         fw = self.forwards()
         end = now + dt.timedelta(seconds=self.seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,6 @@ from longrope_opt.samplers._operators import mutate_adaptive
 from longrope_opt.samplers._operators import parent_spread
 from longrope_opt.samplers._operators import random_monotone
 from longrope_opt.samplers._operators import sample_around
-from longrope_opt.samplers._population import ConstraintsFunc
 from longrope_opt.samplers._population import direction_sign
 from longrope_opt.samplers._population import entering
 from longrope_opt.samplers._population import enters
@@ -103,7 +103,7 @@ class LongRoPESampler(SpaceSampler):
         dedup: bool = True,
         seed: int | None = None,
         operators: str = "paper",
-        constraints_func: ConstraintsFunc | None = None,
+        constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
     ) -> None:
         if constraints_func is not None and not callable(constraints_func):
             raise InvalidArgumentError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from collections.abc import Sequence
+from typing import Any
 from typing import Protocol
 
 import optuna
@@ -96,12 +97,13 @@ class PopulationPruner(optuna.pruners.BasePruner):
     against. Before the population is full nothing is pruned.
 
     Args:
-        sampler: The study's `LongRoPESampler` (it owns the population).
+        sampler: The study's `LongRoPESampler` (it owns the population: any object with
+            `Population`'s ``entry_bar``).
         margin: Relative slack: prune only when the trial is worse than the bar by at least
             this fraction of the bar's value (0: any loss or tie prunes).
     """
 
-    def __init__(self, sampler: Population, *, margin: float = 0.0) -> None:
+    def __init__(self, sampler: Any, *, margin: float = 0.0) -> None:
         if not (isinstance(margin, (int, float)) and 0.0 <= margin < 1.0):
             raise ValueError(f"`margin` must be in [0, 1), got {margin!r}.")
         self._sampler = sampler

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,6 @@ from ._operators import mutate_adaptive
 from ._operators import parent_spread
 from ._operators import random_monotone
 from ._operators import sample_around
-from ._population import ConstraintsFunc
 from ._population import direction_sign
 from ._population import entering
 from ._population import enters
@@ -104,7 +104,7 @@ class LongRoPESampler(SpaceSampler):
         dedup: bool = True,
         seed: int | None = None,
         operators: str = "paper",
-        constraints_func: ConstraintsFunc | None = None,
+        constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
     ) -> None:
         if constraints_func is not None and not callable(constraints_func):
             raise InvalidArgumentError(
