@@ -4,7 +4,8 @@ Every stage's cost is counted in forwards at the target length (a passkey prompt
 beginning with the others costs about 0.6 of one, `longrope_opt.objectives.passkey_results`);
 one timed forward turns forwards into seconds on this machine. A wall-time budget is shared
 out: about 55 % to the search, 10 % to the retrieval guard, 35 % to the validation, each stage
-taking the largest setting of its ladder that fits, and the search's trials what is left. A
+taking the largest setting of its ladder that fits (the guard at least 4 passkeys once the
+budget holds `GUARDED` forwards), and the search's trials what is left. A
 plan is stored in the study, so a rerun continues the same plan instead of timing again.
 """
 
@@ -41,6 +42,8 @@ VALIDATION_LADDER = (
 #: Guard passkeys, smallest first.
 GUARD_LADDER = (0, 4, 6, 10)
 SHARES = {"search": 0.55, "guard": 0.10, "validate": 0.35}
+#: From this many forwards on, the guard runs whatever its share (the smallest rung).
+GUARDED = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +134,9 @@ def search_forwards(trials: int, seeds: int, samples: int, keys: int) -> float:
 
 
 def guard_forwards(keys: int) -> float:
-    """The guard measures the best seed and, typically, one or two candidates."""
-    return 2.5 * keys * PASSKEY_COST
+    """The guard measures the best seed and, typically, the best candidate (which the retrieval
+    constraint has already kept to what the seed retrieves)."""
+    return 2 * keys * PASSKEY_COST
 
 
 def validation_forwards(docs: int, keys: int, classic: int, candidates: int = 2) -> float:
@@ -182,6 +186,8 @@ def make_plan(
         available * SHARES["validate"],
     )  # fmt: skip
     guard = _largest(GUARD_LADDER, guard_forwards, available * SHARES["guard"])
+    if available >= GUARDED:  # a plan that can afford a candidate ships a guarded one
+        guard = max(guard, GUARD_LADDER[1])
     left = available - validation_forwards(docs, keys, len(classic)) - guard_forwards(guard)
     n = 1
     while search_forwards(n + 1, seeds, samples, retrieval_keys) <= left:
