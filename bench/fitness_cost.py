@@ -1,0 +1,105 @@
+"""What a fitness on several documents costs, against one document, at the same number of trials.
+
+Runs (or resumes: each is a stored study) two searches in one process on the same model and CPU:
+  several — `extend`'s search: 3 documents taking turns over the corpus's kinds, the population
+            pruner (a candidate stops once it cannot enter the population) and the retrieval
+            constraint (passkeys only for a candidate that would enter);
+  one     — the same search on 1 document, without the constraint (the baseline);
+then prints, per search, the documents read, the passkey prompts run, and the machine time of
+the fitness (trial time less the retrieval check's) and of everything, with their ratios to the
+baseline. Trials time themselves (Optuna's start and end), so a search resumed over several
+sittings is still counted trial by trial.
+
+    python bench/fitness_cost.py --storage sqlite:///experiments/results/extend-2x.db \\
+        --study-name extend-smollm2-135m-16384 --trials 12    # hours on a CPU
+    python bench/fitness_cost.py --model tiny/ --corpus docs/ --length 256 --trials 8  # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import subprocess
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.splitlines()[1:]))  # fmt: skip
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--corpus", default="builtin")
+    p.add_argument("--length", type=int, default=16384)
+    p.add_argument("--trials", type=int, default=12)
+    p.add_argument("--storage", default="sqlite:///fitness-cost.db")
+    p.add_argument("--study-name", default=None,
+                   help="the several-document study (default extend-<model>-<length>); the "
+                   "baseline is cost-1doc-<that name>")  # fmt: skip
+    p.add_argument("--dtype", default="auto")
+    args = p.parse_args()
+    if args.trials < 4:
+        p.error(f"--trials must be >= 4 (3 seeds and a candidate), got {args.trials}")
+    if args.length < 2:
+        p.error(f"--length must be >= 2, got {args.length}")
+    return args
+
+
+def cost(study: optuna.Study) -> dict[str, Any]:
+    """Documents read, passkeys run and seconds, from the trials themselves."""
+    trials = study.get_trials(deepcopy=False, states=FINISHED)
+    total = sum(t.duration.total_seconds() for t in trials if t.duration is not None)
+    retrieval = sum(float(t.user_attrs.get("retrieval_seconds", 0.0)) for t in trials)
+    stored = (study.user_attrs.get("longrope_opt:retrieval") or {}).get("misses", {})
+    return {
+        "trials": len(trials),
+        "pruned": sum(t.state == TrialState.PRUNED for t in trials),
+        "documents": sum(len(t.user_attrs.get("sample_nll", [])) for t in trials),
+        "passkeys": sum(len(v) for v in stored.values()),
+        "fitness_s": total - retrieval,
+        "total_s": total,
+    }
+
+
+def main() -> None:
+    args = parse()
+    from longrope_opt.models import load_model
+    from longrope_opt.pipeline import extend_config
+    from longrope_opt.studies import run_search
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    several = extend_config(args.model, args.length, corpus=args.corpus)
+    one = dataclasses.replace(several, samples=1, retrieval_keys=0)
+    name = args.study_name or f"extend-{several.default_study_name()}"
+    model, tokenizer = load_model(args.model, dtype=args.dtype)
+    studies = {}
+    for label, config, study_name in (("several", several, name),
+                                      ("one", one, f"cost-1doc-{name}")):  # fmt: skip
+        studies[label] = run_search(config, storage=args.storage, study_name=study_name,
+                                    n_trials=args.trials, model=model, tokenizer=tokenizer,
+                                    graceful_interrupt=True).study  # fmt: skip
+    rows = {label: cost(study) for label, study in studies.items()}
+    base = rows["one"]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()  # fmt: skip
+    print(f"# python bench/fitness_cost.py --trials {args.trials} --length {args.length} -- "
+          f"commit {commit}, {platform.processor() or platform.machine()}")  # fmt: skip
+    print(f"{args.model} at {args.length}, {args.trials} trials each, corpus {args.corpus!r}")
+    print(f"{'search':<36}{'trials':>7}{'pruned':>7}{'docs':>6}{'keys':>6}{'fitness s':>11}"
+          f"{'x one':>7}{'total s':>10}{'x one':>7}")  # fmt: skip
+    labels = {"several": "3 documents, pruner, retrieval (4)", "one": "1 document (baseline)"}
+    for label, r in rows.items():
+        print(f"{labels[label]:<36}{r['trials']:>7}{r['pruned']:>7}{r['documents']:>6}"
+              f"{r['passkeys']:>6}{r['fitness_s']:>11.0f}"
+              f"{r['fitness_s'] / max(base['fitness_s'], 1e-9):>7.2f}{r['total_s']:>10.0f}"
+              f"{r['total_s'] / max(base['total_s'], 1e-9):>7.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
