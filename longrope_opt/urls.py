@@ -60,6 +60,8 @@ def redact_url(url: str) -> str:
         parts = urlsplit(text)
     except ValueError:
         return scrub(text, [])
+    if not url_secrets(text):
+        return text  # nothing to hide: the URL exactly as given
     netloc = parts.netloc
     if parts.password is not None:
         userinfo, _, host = netloc.rpartition("@")

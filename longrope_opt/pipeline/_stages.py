@@ -89,6 +89,7 @@ class Validate:
     name: str = "validate"
 
     def run(self, search: Search) -> None:
+        """Measure what the store lacks, then write the table (`validation.txt`, .csv, .json)."""
         model, length = search.model, search.config.target_length
         docs = held_out_documents(search, self.held_out, self.docs, self.seed)
         path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", "unknown")
@@ -120,6 +121,7 @@ class Export:
     name: str = "export"
 
     def run(self, search: Search) -> None:
+        """Write the model directories, the factor files and the report."""
         study, model, length = search.study, search.model, search.config.target_length
         winner = study_winner(study)
         self.out.mkdir(parents=True, exist_ok=True)

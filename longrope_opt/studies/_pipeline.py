@@ -125,6 +125,7 @@ class Trials:
     name: str = "search"
 
     def run(self, search: Search) -> None:
+        """Record the total, then run trials until the study holds it (`run_study`)."""
         study = search.study
         stored = record.read_total(study)
         if self.store_total and self.n_trials is not None:
@@ -151,6 +152,7 @@ class Rerank:
     name: str = "re-rank"
 
     def run(self, search: Search) -> None:
+        """Re-rank on the documents the search read and more (`rerank_study`); 0: nothing."""
         if not self.top or not _complete(search.study):
             return
         if not callable(getattr(search.measure, "full_fidelity", None)):
@@ -177,6 +179,7 @@ class Guard:
     name: str = "guard"
 
     def run(self, search: Search) -> None:
+        """Choose and store the guarded winner (`guard_study`); 0 keys: nothing."""
         if self.keys and _complete(search.study):
             guard_study(search.study, search.model, search.tokenizer, keys=self.keys,
                         top=self.top, progress=search.progress)  # fmt: skip

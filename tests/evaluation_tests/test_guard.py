@@ -34,6 +34,7 @@ def study_and_model(tmp_path):
         model=model_dir, corpus=corpus, samples=1, target_length=256,
         sampler_options={"population_size": 5, "num_mutations": 2, "num_crossovers": 1,
                          "num_parents": 2},
+        pruner="none",  # every trial complete: the guard's order is what this file tests
     )  # fmt: skip
     model, tok = load_model(model_dir, dtype="float32")
     storage = f"sqlite:///{tmp_path / 's.db'}"
