@@ -7,6 +7,7 @@ from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
+from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import int_list
@@ -69,11 +70,14 @@ def add_parser(sub: Any) -> None:
     where.add_argument("--out", default="extended", metavar="DIR",
                        help="folder for the model, factors, tables and report (default extended)")  # fmt: skip
     add_storage_flag(where)
+    add_heartbeat_flag(where)
     where.add_argument("--study-name", default=None,
                        help="default: extend-<model>-<length>")  # fmt: skip
     machine = parser.add_argument_group("machine")
     add_dtype_flag(machine)
     add_device_flag(machine)
+    machine.add_argument("--fuse", action=argparse.BooleanOptionalAction, default=True,
+                         help="compile element-wise work for faster long forwards (default on)")  # fmt: skip
     parser.set_defaults(run=run)
 
 
@@ -103,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         result = extend(args.model, length, corpus=args.corpus, held_out=args.held_out,
                         budget=args.budget, trials=args.trials, out=args.out,
                         storage=args.storage, study_name=args.study_name, device=args.device,
-                        dtype=args.dtype, seed=args.seed, graceful_interrupt=True, on_plan=show)  # fmt: skip
+                        dtype=args.dtype, fuse=args.fuse,
+                        heartbeat_interval=args.heartbeat_interval, seed=args.seed,
+                        graceful_interrupt=True, on_plan=show)  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "
               "continue.")  # fmt: skip

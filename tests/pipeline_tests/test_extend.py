@@ -43,7 +43,7 @@ def tiny(tmp_path_factory):
 
 def _args(tiny, name: str, *extra: str) -> list[str]:
     return ["extend", tiny["model"], "--to", "256", "--corpus", tiny["corpus"], "--dtype",
-            "float32", "--storage", f"sqlite:///{tiny['root'] / (name + '.db')}", "--out",
+            "float32", "--no-fuse", "--heartbeat-interval", "2", "--storage", f"sqlite:///{tiny['root'] / (name + '.db')}", "--out",
             str(tiny["root"] / name), *extra]  # fmt: skip
 
 
@@ -152,8 +152,9 @@ def _spawn(tiny, name: str, *extra: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards) -> None:
-    proc = _spawn(tiny, "kill-search", "--trials", "10")
+    proc = _spawn(tiny, "kill-search", "--trials", "7")
     deadline = time.time() + 240
     done = 0
     while time.time() < deadline and proc.poll() is None:
@@ -162,17 +163,17 @@ def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards) -> N
             done = len(_study(tiny, "kill-search").get_trials(states=FINISHED))
         except (ValueError, KeyError, optuna.exceptions.StorageInternalError):
             continue
-        if done >= 3:
+        if done >= 2:
             break
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     before = {t.number: t.datetime_complete for t in _study(tiny, "kill-search").trials
               if t.state in FINISHED}  # fmt: skip
-    assert 3 <= len(before) < 10
+    assert 2 <= len(before) < 7
     forwards.clear()
-    assert main(_args(tiny, "kill-search", "--trials", "10")) == 0
+    assert main(_args(tiny, "kill-search", "--trials", "7")) == 0
     study = _study(tiny, "kill-search")
-    assert len(study.get_trials(states=FINISHED)) == 10
+    assert len(study.get_trials(states=FINISHED)) == 7
     assert len(study.get_trials(states=(TrialState.FAIL,))) <= 1  # the trial the kill stopped
     for t in study.trials:  # the trials finished before the kill were not run again
         if t.number in before:
@@ -185,6 +186,7 @@ def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards) -> N
     assert forwards["search"] <= read + (prompts + 1) * 4 + 3  # + the killed trial's retry
 
 
+@pytest.mark.slow
 def test_killed_inside_validation_the_rerun_measures_only_what_is_missing(tiny, forwards) -> None:
     proc = _spawn(tiny, "kill-validate", "--trials", "6")
     seen = 0
