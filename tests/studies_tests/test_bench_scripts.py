@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = [sys.executable, str(ROOT / "bench" / "synthetic.py")]
 OVERHEAD = [sys.executable, str(ROOT / "bench" / "sampler_overhead.py")]
+FITNESS = [sys.executable, str(ROOT / "bench" / "fitness_cost.py")]
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
@@ -41,6 +42,23 @@ def test_overhead_prints_the_last_window_of_the_study() -> None:
     assert [line.split(" (")[0] for line in lines[2:]] == ["longrope adaptive"] * 2
 
 
+def test_fitness_cost_prints_both_searches_against_the_one_document_baseline(
+    tiny_model_dir, tmp_path
+) -> None:
+    from tests.conftest import write_tiny_corpus
+
+    corpus = write_tiny_corpus(tmp_path / "docs", n_docs=5, words=400)
+    done = _run([*FITNESS, "--model", tiny_model_dir, "--corpus", corpus, "--length", "256",
+                 "--trials", "8", "--dtype", "float32", "--storage",
+                 f"sqlite:///{tmp_path / 'c.db'}"])  # fmt: skip
+    assert done.returncode == 0, done.stderr[-1000:]
+    rows = {line[:36].strip(): line[36:].split() for line in done.stdout.splitlines()[2:]}
+    several, one = rows["3 documents, pruner, retrieval (4)"], rows["1 document (baseline)"]
+    assert several[0] == one[0] == "8"  # the same number of trials
+    assert int(one[2]) <= 8 and int(several[2]) > int(one[2])  # documents read
+    assert one[5] == one[7] == "1.00"  # the baseline against itself
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -50,6 +68,7 @@ def test_overhead_prints_the_last_window_of_the_study() -> None:
         ([*SYNTHETIC, "--samplers", " , "], "--samplers must name at least one sampler"),
         ([*OVERHEAD, "--trials", "-5"], "--trials must be >= 1, got -5"),
         ([*OVERHEAD, "--operators", "paper,greedy"], "--operators must name paper and/or adaptive"),
+        ([*FITNESS, "--trials", "2"], "--trials must be >= 4"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None:
