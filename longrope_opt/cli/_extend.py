@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         result = extend(args.model, length, corpus=args.corpus, held_out=args.held_out,
                         budget=args.budget, trials=args.trials, out=args.out,
                         storage=args.storage, study_name=args.study_name, device=args.device,
-                        dtype=args.dtype, fuse=args.fuse,
+                        dtype=args.dtype, attn=args.attn, fuse=args.fuse,
                         heartbeat_interval=args.heartbeat_interval, seed=args.seed,
                         graceful_interrupt=True, on_plan=show)  # fmt: skip
     except KeyboardInterrupt:

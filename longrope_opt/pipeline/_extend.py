@@ -104,6 +104,7 @@ def extend(
     study_name: str | None = None,
     device: str = "auto",
     dtype: str = "auto",
+    attn: str | None = None,
     fuse: bool = True,
     heartbeat_interval: int | None = 60,
     seed: int = 0,
@@ -129,6 +130,7 @@ def extend(
         study_name: Default ``extend-<model>-<target length>``.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         dtype: The compute path (``auto``: the fastest here).
+        attn: The attention kernel (None: the best available).
         fuse: Compile the element-wise work (faster long forwards; a one-off compile).
         heartbeat_interval: Seconds between a running trial's heartbeats (None or 0: off): a
             trial whose process was killed is retried after two silent intervals.
@@ -158,7 +160,7 @@ def extend(
     config = extend_config(model, target_length, corpus=corpus, seed=seed)
     name = study_name or f"extend-{config.default_study_name()}"
     search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
-                     fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip
+                     attn=attn, fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip
     stored = record.read_plan(search.study)
     plan = Plan.from_dict(stored) if stored else make_plan(
         time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
