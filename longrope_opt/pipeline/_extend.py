@@ -169,9 +169,10 @@ def extend(
     held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
     if not stored:
         record.write_plan(search.study, plan.to_dict())
-    logger.info("extend %s: %s", name, plan.describe(target_length))
-    if on_plan is not None:
+    if on_plan is not None:  # the caller shows the plan (the CLI prints it)
         on_plan(plan, bool(stored))
+    else:
+        logger.info("extend %s: %s", name, plan.describe(target_length))
     outcome = Outcome()
     stages: list[Stage] = [
         Trials(plan.trials, graceful_interrupt=graceful_interrupt),

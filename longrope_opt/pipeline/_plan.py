@@ -110,15 +110,23 @@ class Plan:
                + (f"{self.validation_keys} passkeys" if self.validation_keys else "no passkeys "
                   "(perplexity only)"))  # fmt: skip
         guard = f"{self.guard_keys} passkeys" if self.guard_keys else "none"
+        if self.trials > self.seeds:
+            search = f"{self.trials} trials ({self.seeds} seeds, {self.trials - self.seeds} candidates)"
+        else:  # a budget that buys the seeds only: say which part of the search runs
+            search = (f"{self.trials} trial{'s' if self.trials != 1 else ''} (of the "
+                      f"{self.seeds} seeds; no candidate)")  # fmt: skip
+        over = (f": over the {format_seconds(self.budget)} budget, the least that searches and "
+                "validates" if self.budget and self.seconds > self.budget else "")  # fmt: skip
         return "\n".join([
             f"plan: one {length}-token forward takes {self.seconds_per_forward:.1f} s here"
             + (f"; budget {format_seconds(self.budget)}" if self.budget else ""),
-            f"  search    {self.trials} trials ({self.seeds} seeds) on {self.samples} documents, "
+            f"  search    {search} on {self.samples} documents, "
             f"retrieval constraint {self.retrieval_keys} passkeys   ~{fw['search']:.0f} forwards",
             f"  guard     {guard}   ~{fw['guard']:.0f} forwards",
             f"  validate  {val}   ~{fw['validate']:.0f} forwards",
             "  export    model directory, factors, tables, report",
-            f"  about {format_seconds(self.seconds)}: done around {end:%H:%M} ({end:%Y-%m-%d})",
+            f"  about {format_seconds(self.seconds)}{over}; done around {end:%H:%M} "
+            f"({end:%Y-%m-%d})",
         ])  # fmt: skip
 
 

@@ -44,13 +44,23 @@ def test_a_budget_too_small_for_one_trial_is_refused() -> None:
     assert make_plan(60.0, budget=180, **COMMON).trials >= 1
 
 
+def test_a_plan_that_buys_only_seeds_and_overruns_its_budget_says_so() -> None:
+    plan = make_plan(160.0, budget=20 * 60, **COMMON)  # a 16k forward on an AVX2 CPU
+    text = plan.describe(16384)
+    if plan.trials <= plan.seeds:
+        assert f"of the {plan.seeds} seeds; no candidate" in text and "1 trials" not in text
+    assert ("over the 20 min budget" in text) == (plan.seconds > plan.budget)
+
+
 def test_trials_mode_and_the_stored_form() -> None:
     plan = make_plan(12.5, trials=12, **COMMON)
     assert plan.trials == 12 and plan.budget is None and plan.guard_keys == 6
     assert Plan.from_dict(plan.to_dict()) == plan
     text = plan.describe(16384)
-    for word in ("search", "guard", "validate", "export", "12 trials", "12.5 s"):
+    for word in ("search", "guard", "validate", "export", "12 trials (3 seeds, 9 candidates)",
+                 "12.5 s"):
         assert word in text
+    assert "over the" not in text  # no budget to be over
     with pytest.raises(InvalidArgumentError):
         make_plan(12.5, trials=12, budget=100, **COMMON)
     with pytest.raises(InvalidArgumentError, match="`trials`"):
