@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 #: Trained length of every tiny model: sequences past it exercise the extension.
 TINY_LENGTH = 64
 FAMILIES = ["llama", "mistral", "qwen2", "phi3"]
+
+
+def default_sigint() -> None:
+    """`preexec_fn` for a child the test will Ctrl-C: SIGINT back to its default disposition.
+
+    A shell starts a background job (`.ci/run &`, `nohup`) with SIGINT ignored, its children
+    inherit that, and Python then installs no KeyboardInterrupt handler: the child would ignore
+    the test's SIGINT and the test would wait for it in vain.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tiny_config(family: str, **overrides: Any) -> Any:

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 from longrope_opt.cli import main
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.studies import record
+from tests.conftest import default_sigint
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,8 +116,9 @@ def test_ctrl_c_leaves_consistent_study_and_same_command_resumes(
         *_search_args(tiny_model_dir, tiny_corpus, storage, 400),
     ]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_sigint,
+    )  # fmt: skip
     deadline = time.time() + 120
     while time.time() < deadline:
         time.sleep(0.5)

@@ -24,6 +24,7 @@ from longrope_opt.errors import LongRopeOptError
 from longrope_opt.studies import make_storage
 from longrope_opt.urls import redact_url
 from longrope_opt.urls import scrub
+from tests.conftest import default_sigint
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def test_the_study_server_warns_when_it_listens_beyond_loopback(tmp_path) -> Non
         [sys.executable, "-m", "longrope_opt.cli", "storage-server", "--host", "0.0.0.0",
          "--allow-remote", "--port", str(port), "--storage", f"sqlite:///{tmp_path / 's.db'}"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=default_sigint,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
