@@ -49,6 +49,11 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
     add_dtype_flag(group)
     add_device_flag(group)
+    add_fuse_flag(group)
+
+
+def add_fuse_flag(group: Any) -> None:
+    """``--fuse/--no-fuse``: compile the element-wise work of long forwards (default on)."""
     group.add_argument(
         "--fuse",
         action=argparse.BooleanOptionalAction,

@@ -7,6 +7,7 @@ from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
+from longrope_opt.cli._common import add_fuse_flag
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
@@ -76,8 +77,7 @@ def add_parser(sub: Any) -> None:
     machine = parser.add_argument_group("machine")
     add_dtype_flag(machine)
     add_device_flag(machine)
-    machine.add_argument("--fuse", action=argparse.BooleanOptionalAction, default=True,
-                         help="compile element-wise work for faster long forwards (default on)")  # fmt: skip
+    add_fuse_flag(machine)
     parser.set_defaults(run=run)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
+from longrope_opt.cli._common import add_fuse_flag
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
@@ -47,9 +48,7 @@ def add_parser(sub: Any) -> None:
     machine = parser.add_argument_group("this machine")
     add_dtype_flag(machine)
     add_device_flag(machine)
-    machine.add_argument(
-        "--fuse", action=argparse.BooleanOptionalAction, default=True, help="(default on)"
-    )
+    add_fuse_flag(machine)
     parser.set_defaults(run=run)
 
 
