@@ -35,7 +35,7 @@ def _worker_cmd(url: str, name: str) -> list[str]:
 
 
 def test_four_workers_share_one_budget_exactly(tiny_model_dir, tiny_corpus, postgres_url) -> None:
-    name, total = f"four-{os.getpid()}", 120
+    name, total = f"four-{os.getpid()}", 60
     # `search` creates the study (config, seeds, total) without running a trial (timeout 0); no
     # pruner, so every trial of the budget completes and the count below is exact.
     assert main([
