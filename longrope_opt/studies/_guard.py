@@ -33,9 +33,7 @@ from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
-from longrope_opt.studies._winner import best_seed
-from longrope_opt.studies._winner import ranked_trials
-from longrope_opt.studies._winner import reranked_order
+from longrope_opt.studies._winner import guard_candidates
 from longrope_opt.studies._winner import space_of_study
 
 
@@ -62,11 +60,6 @@ class GuardResult:
     passed: bool
     retrieved: dict[int, int]
     keys: int
-
-
-def _ordered(study: optuna.Study, top: int) -> list[FrozenTrial]:
-    """Candidates best first: the re-ranked trials in re-ranked order, else the `top` best."""
-    return reranked_order(study) or ranked_trials(study)[:top]
 
 
 def guard_study(
@@ -103,9 +96,32 @@ def guard_study(
     Raises:
         InvalidArgumentError: Bad `keys`/`top`, or a study without a completed seed.
     """
+    return guard_trials(
+        study, lambda t: space_of_study(study, t).to_scaling(t.params), model, tokenizer,
+        keys=keys, length=length, top=top, seed=seed, progress=progress, retrieves=retrieves,
+    )  # fmt: skip
+
+
+def guard_trials(
+    study: optuna.Study,
+    to_scaling: Callable[[FrozenTrial], RopeScaling],
+    model: Any,
+    tokenizer: Any,
+    *,
+    keys: int,
+    length: int | None = None,
+    top: int = 4,
+    seed: int = GUARD_SEED,
+    progress: bool = False,
+    retrieves: Callable[[RopeScaling, list[Any]], Iterator[tuple[int, bool]]] | None = None,
+) -> GuardResult:
+    """`guard_study` with the trials' converter given: a pipeline that settled the search space
+    passes it, instead of every candidate rebuilding it from the study record."""
     for name, value in (("keys", keys), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgumentError(f"`{name}` must be an integer >= 1, got {value!r}.")
+    # The bar and the candidates (best first) before the guard's own record.
+    reference, candidates = guard_candidates(study, top)
     length = int(length or record.target_length(study) or 0)
     if length < 2:
         raise InvalidArgumentError(f"`length` must be given: study {study.study_name!r} records none.")
@@ -129,7 +145,7 @@ def guard_study(
         todo = [i for i in range(keys) if str(i) not in got]
         if not todo or list(got.values()).count(False) > allowed_misses:
             return got
-        scaling = space_of_study(study, trial).to_scaling(trial.params)
+        scaling = to_scaling(trial)
         bar = _bar(progress, keys, len(got), f"guard trial {trial.number}")
         answers = check(scaling, [prompts[i] for i in todo])
         for j, correct in answers:
@@ -144,12 +160,11 @@ def guard_study(
         bar.close()
         return got
 
-    reference = best_seed(study)
     bar_misses = list(measure(reference, keys).values()).count(False)
     logger.info("guard %s: seed %s (trial %d) retrieves %d/%d", study.study_name,
                 reference.user_attrs["seed"], reference.number, keys - bar_misses, keys)  # fmt: skip
     winner, passed = reference, False
-    for trial in _ordered(study, top):
+    for trial in candidates:
         got = measure(trial, bar_misses)
         ok = len(got) == keys and list(got.values()).count(False) <= bar_misses
         logger.info("guard %s: trial %d retrieves %d/%d: %s", study.study_name, trial.number,

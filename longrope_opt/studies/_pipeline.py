@@ -19,6 +19,7 @@ from typing import Any
 from typing import Protocol
 
 import optuna
+from optuna.trial import FrozenTrial
 from optuna.trial import TrialState
 
 from longrope_opt import record
@@ -34,13 +35,15 @@ from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import RetrievalConstraint
 from longrope_opt.objectives import check_options
 from longrope_opt.objectives import sample_length
+from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import make_pruner
 from longrope_opt.samplers import make_sampler
+from longrope_opt.space import SearchSpace
 from longrope_opt.studies._config import SearchConfig
 from longrope_opt.studies._export import resolve_base
-from longrope_opt.studies._guard import guard_study
-from longrope_opt.studies._rerank import rerank_study
+from longrope_opt.studies._guard import guard_trials
+from longrope_opt.studies._rerank import rerank_trials
 from longrope_opt.studies._run import FINISHED
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
@@ -62,6 +65,7 @@ class Search:
         tokenizer: Its tokenizer.
         objective: What each trial runs (the measure, and the retrieval constraint if any).
         measure: The objective itself (its `full_fidelity` re-ranks).
+        space: The settled search space: the stages turn trials into scalings with it.
         progress: Progress bars.
     """
 
@@ -71,7 +75,12 @@ class Search:
     tokenizer: Any
     objective: Callable[[optuna.Trial], float]
     measure: Any
+    space: SearchSpace
     progress: bool = True
+
+    def scaling_of(self, trial: FrozenTrial) -> RopeScaling:
+        """The trial's `RopeScaling`, as its objective evaluated it."""
+        return self.space.to_scaling(trial.params)
 
 
 class Stage(Protocol):
@@ -166,8 +175,8 @@ class Rerank:
             self.samples or config.samples, config.seed, exclude=config.exclude_docs,
             interleave=config.draw == "kinds",
         )  # fmt: skip
-        rerank_study(search.study, search.measure.full_fidelity(docs), top=self.top,
-                     progress=search.progress, documents=docs)  # fmt: skip
+        rerank_trials(search.study, search.scaling_of, search.measure.full_fidelity(docs),
+                      top=self.top, progress=search.progress, documents=docs)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -181,8 +190,9 @@ class Guard:
     def run(self, search: Search) -> None:
         """Choose and store the guarded winner (`guard_study`); 0 keys: nothing."""
         if self.keys and _complete(search.study):
-            guard_study(search.study, search.model, search.tokenizer, keys=self.keys,
-                        top=self.top, progress=search.progress)  # fmt: skip
+            guard_trials(search.study, search.scaling_of, search.model, search.tokenizer,
+                         keys=self.keys, length=search.config.target_length, top=self.top,
+                         progress=search.progress)  # fmt: skip
 
 
 def search_stages(
@@ -309,7 +319,7 @@ def prepare(
         seed_space=space if config.seed_all else None,
         direction=str(getattr(measure, "direction", "minimize")),
     )  # fmt: skip
-    return Search(config, study, model, tokenizer, objective, measure, progress)
+    return Search(config, study, model, tokenizer, objective, measure, space, progress)
 
 
 def _has_rope(model_config: Any) -> bool:

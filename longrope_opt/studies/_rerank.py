@@ -11,6 +11,7 @@ re-ranked winner.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +22,8 @@ from tqdm.auto import tqdm
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
+from longrope_opt.studies._winner import better_first
 from longrope_opt.studies._winner import ranked_trials
-from longrope_opt.studies._winner import reranked_best
 from longrope_opt.studies._winner import space_of_study
 
 
@@ -58,31 +59,51 @@ def rerank_study(
     Raises:
         InvalidArgumentError: `top` < 1, or the study has no complete trial.
     """
+    return rerank_trials(
+        study, lambda t: space_of_study(study, t).to_scaling(t.params), evaluate, top=top,
+        progress=progress, documents=documents,
+    )  # fmt: skip
+
+
+def rerank_trials(
+    study: optuna.Study,
+    to_scaling: Callable[[FrozenTrial], RopeScaling],
+    evaluate: Callable[[RopeScaling], float],
+    *,
+    top: int,
+    progress: bool = False,
+    documents: Any = None,
+) -> tuple[RopeScaling, FrozenTrial]:
+    """`rerank_study` with the trials' converter given: a pipeline that settled the search
+    space passes it, instead of every trial rebuilding it from the study record."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InvalidArgumentError(f"`rerank` must be an integer >= 1, got {top!r}.")
-    best = ranked_trials(study)[:top]
+    best, sign = ranked_trials(study)[:top], better_first(study)
     if not best:
         raise InvalidArgumentError(f"study {study.study_name!r} has no completed trial to re-rank.")
     if documents is not None:
         record.write_rerank_documents(
             study, list(documents.doc_ids), list(getattr(documents, "doc_hashes", []))
         )
-    done = record.read_rerank(study)
-    todo = [t for t in best if t.number not in done]
+    values = record.read_rerank(study)
+    todo = [t for t in best if t.number not in values]
     bar = _bar(len(todo), study.study_name) if progress and todo else None
     for trial in todo:
-        scaling = space_of_study(study, trial).to_scaling(trial.params)
-        value = float(evaluate(scaling))
-        record.add_rerank(study, trial.number, value)
+        values[trial.number] = float(evaluate(to_scaling(trial)))
+        record.add_rerank(study, trial.number, values[trial.number])
         logger.info("re-rank %s trial %d: %.6g (search value %.6g)", study.study_name,
-                    trial.number, value, trial.value)  # fmt: skip
+                    trial.number, values[trial.number], trial.value)  # fmt: skip
         if bar is not None:
             bar.update(1)
     if bar is not None:
         bar.close()
-    winner = reranked_best(study)
-    assert winner is not None  # at least one trial was re-ranked above
-    return winner
+    # The winner: best finite re-ranked value, ties to the earlier trial (as `reranked_order`).
+    finite = [n for n, v in values.items() if math.isfinite(v)]
+    if not finite:
+        raise InvalidArgumentError(f"study {study.study_name!r}: every re-ranked value is not finite.")
+    number = min(finite, key=lambda n: (sign * values[n], n))
+    winner = study.get_trials(deepcopy=False)[number]
+    return to_scaling(winner), winner
 
 
 def _bar(total: int, name: str) -> Any:

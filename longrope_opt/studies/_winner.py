@@ -108,6 +108,18 @@ def best_seed(study: optuna.Study) -> FrozenTrial:
     return seeds[0]
 
 
+def guard_candidates(study: optuna.Study, top: int) -> tuple[FrozenTrial, list[FrozenTrial]]:
+    """The retrieval guard's bar and candidates: the best seed (`best_seed`), and the re-ranked
+    trials in re-ranked order, else the `top` best trials."""
+    ranked = ranked_trials(study)
+    seeds = [t for t in ranked if t.user_attrs.get("seed")]
+    if not seeds:
+        raise InvalidArgumentError(
+            f"study {study.study_name!r} has no completed seed trial to compare with."
+        )
+    return seeds[0], reranked_order(study) or ranked[:top]
+
+
 @dataclasses.dataclass(frozen=True)
 class Winner:
     """The trial a study exports, and the rule that chose it.
