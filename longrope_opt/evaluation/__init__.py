@@ -31,6 +31,7 @@ from longrope_opt.evaluation._rows import study_rows
 from longrope_opt.evaluation._stats import paired_bootstrap
 from longrope_opt.evaluation._stats import sign_test
 from longrope_opt.evaluation._stats import wilson
+from longrope_opt.evaluation._store import MEASUREMENT_VERSION
 from longrope_opt.evaluation._store import STORE_STUDY
 from longrope_opt.evaluation._store import MeasurementStore
 from longrope_opt.evaluation._store import measurement_key
@@ -47,6 +48,7 @@ __all__ = [
     "RETRIEVAL_ALPHA",
     "STORE_STUDY",
     "VERDICTS",
+    "MEASUREMENT_VERSION",
     "MeasurementStore",
     "Row",
     "RowStats",

@@ -17,6 +17,13 @@ computed on two CPUs can differ in its last bit (numpy's AVX-512 ``power`` is no
 and a key of the raw bits would miss every record made on the other machine. Keys of the raw
 bits, which an earlier version wrote, are still found (`measurement_key`'s ``exact``) and adopted
 under the rounded key on first use.
+
+Each record names the version of the measuring code that made it (`MEASUREMENT_VERSION`), and
+only records of this version are used: a change to how a perplexity window or a passkey prompt is
+built or scored bumps it, and every number measured before is measured again rather than mixed
+into a table with numbers measured after. Records written before versions were kept count as
+version 1, except those copied into a store from a printed table (``imported``), which no
+version of this store measured.
 """
 
 from __future__ import annotations
@@ -36,6 +43,16 @@ from longrope_opt.rope import RopeSpec
 
 #: The study whose user attrs hold the measurements.
 STORE_STUDY = "longrope_opt:measurements"
+
+#: The measuring code's version: bump it when a change makes a measurement differ.
+MEASUREMENT_VERSION = 1
+
+
+def record_version(record: dict[str, Any]) -> int | None:
+    """The measuring version of one record (None: imported from a table, version unknown)."""
+    if "imported" in record:
+        return None
+    return int(record.get("version", 1))
 
 
 def model_fingerprint(model: Any) -> str:
@@ -116,9 +133,19 @@ class MeasurementStore:
         self.path = path
         self.reuse_other_paths = reuse_other_paths
 
-    def get(self, key: str) -> tuple[Any, str] | None:
-        """``(value, path it was measured on)``, preferring this process's path, or None."""
+    def _current(self, key: str) -> dict[str, Any]:
+        """The records of `key` by path, those of this `MEASUREMENT_VERSION` only."""
         by_path = self._records.get(key) or {}
+        return {p: r for p, r in by_path.items() if record_version(r) == MEASUREMENT_VERSION}
+
+    def stale(self, key: str) -> bool:
+        """Whether `key` has records, but none of this measuring version (it is measured again)."""
+        return bool(self._records.get(key)) and not self._current(key)
+
+    def get(self, key: str) -> tuple[Any, str] | None:
+        """``(value, path it was measured on)``, preferring this process's path, or None; only
+        records of this `MEASUREMENT_VERSION`."""
+        by_path = self._current(key)
         if self.path in by_path:
             return by_path[self.path]["value"], self.path
         if self.reuse_other_paths and by_path:
@@ -134,6 +161,7 @@ class MeasurementStore:
             "seconds": None if seconds is None else round(float(seconds), 3),
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             **extra,
+            "version": MEASUREMENT_VERSION,
         }
         self._study.set_user_attr(key, by_path)
         self._records[key] = by_path

@@ -173,6 +173,10 @@ def validate(
     adopted += sum(store.adopt(key_keys[k], old_keys[k]) for k in key_keys)
     if adopted:
         logger.info("validate: %d records of an earlier key format adopted", adopted)
+    stale = sum(store.stale(key) for key in {*ppl_keys.values(), *key_keys.values()})
+    if stale:
+        logger.warning("validate: %d records of another measuring version (or imported from a "
+                       "table) are measured again", stale)  # fmt: skip
     cost = {n: (n / lengths[-1]) ** 1.5 for n in lengths}  # between linear and quadratic
     # One forward per distinct measurement: a candidate that is a classic row (a study whose
     # winner is its YaRN-cd seed) or two prompts with the same tokens share their key.

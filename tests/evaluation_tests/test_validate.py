@@ -12,6 +12,7 @@ import pytest
 from longrope_opt.cli import main
 from longrope_opt.data import load_samples
 from longrope_opt.evaluation import CLASSIC
+from longrope_opt.evaluation import MEASUREMENT_VERSION
 from longrope_opt.evaluation import STORE_STUDY
 from longrope_opt.evaluation import MeasurementStore
 from longrope_opt.evaluation import classic_rows
@@ -153,3 +154,36 @@ def test_records_under_an_earlier_key_format_are_adopted_with_no_forward(searche
     again = validate(model, tok, rows, docs, lengths=[256], store=store, keys=2, progress=False)
     assert calls[0] == 0 and again.measured == 0
     assert again.ppl == first.ppl and again.passkey == first.passkey
+
+
+def test_records_of_another_measuring_version_or_imported_are_measured_again(
+    searched, tmp_path
+) -> None:
+    study = optuna.load_study(study_name="tiny", storage=searched["storage"])
+    model, tok = load_model(searched["model"], dtype="float32")
+    calls = _count_forwards(model)
+    docs = load_samples(searched["corpus"], tok, 256, 2, exclude=study_documents(study))
+    rows = study_rows(study)[:1]
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    first = validate(model, tok, rows, docs, lengths=[256], store=MeasurementStore(url, path="float32"),
+                     keys=2, progress=False)  # fmt: skip
+    # Rewrite the records: one as an earlier measuring version made it, one as imported from a
+    # table, one as written before versions were kept; the rest as they are.
+    raw = optuna.load_study(study_name=STORE_STUDY, storage=url)
+    keys = sorted(raw.user_attrs)
+    edits = {keys[0]: {"version": MEASUREMENT_VERSION - 1}, keys[1]: {"imported": "table.txt"}}
+    for key, change in edits.items():
+        record = dict(raw.user_attrs[key]["float32"])
+        record.pop("version")
+        raw.set_user_attr(key, {"float32": {**record, **change}})
+    record = dict(raw.user_attrs[keys[2]]["float32"])
+    record.pop("version")
+    raw.set_user_attr(keys[2], {"float32": record})
+    calls[0] = 0
+    store = MeasurementStore(url, path="float32")
+    assert [store.stale(k) for k in keys[:3]] == [True, True, False]
+    again = validate(model, tok, rows, docs, lengths=[256], store=store, keys=2, progress=False)
+    assert again.measured == 2 and calls[0] > 0  # exactly the two stale records
+    assert again.ppl == first.ppl and again.passkey == first.passkey
+    stored = optuna.load_study(study_name=STORE_STUDY, storage=url).user_attrs
+    assert all(stored[k]["float32"]["version"] == MEASUREMENT_VERSION for k in keys[:2])
