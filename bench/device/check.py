@@ -124,79 +124,96 @@ def correctness(report: Report, reference: dict[str, Any]) -> None:
 
 
 def timed(model: Any, ids: Any, scaling: Any) -> tuple[float, float]:
-    """(seconds, peak GiB) of one chunked-loss forward after a warm-up."""
+    """(seconds, peak GiB) of one chunked-loss forward after a warm-up (peak: NaN off CUDA)."""
     import torch
 
     from longrope_opt.objectives import evaluate_perplexity
 
+    cuda = model.device.type == "cuda"
     evaluate_perplexity(model, [ids], scaling)  # warm-up: kernels chosen, caches built
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    if cuda:
+        torch.cuda.synchronize(model.device)
+        torch.cuda.reset_peak_memory_stats(model.device)
     start = time.perf_counter()
     evaluate_perplexity(model, [ids], scaling)
-    torch.cuda.synchronize()
-    return time.perf_counter() - start, torch.cuda.max_memory_allocated() / 2**30
+    if not cuda:
+        return time.perf_counter() - start, float("nan")
+    torch.cuda.synchronize(model.device)
+    return time.perf_counter() - start, torch.cuda.max_memory_allocated(model.device) / 2**30
 
 
-def speed(report: Report) -> None:
+def speed(
+    report: Report, *, model_name: str = "smollm2-135m", device: str = "cuda",
+    lengths: tuple[int, ...] = SPEED_LENGTHS,
+) -> None:  # fmt: skip
     import torch
 
     from longrope_opt import RopeSpec
     from longrope_opt.models import load_model
     from longrope_opt.rope import yarn
 
-    model, _ = load_model("smollm2-135m", device="cuda", dtype="bfloat16")
+    model, _ = load_model(model_name, device=device, dtype="bfloat16")
     spec = RopeSpec.from_config(model.config)
     kernel = getattr(model.config, "_attn_implementation", "?")
-    report.line(f"\nSmolLM2-135M bf16, attention {kernel}: one forward with the chunked loss")
+    report.line(f"\n{model_name} bf16, attention {kernel}: one forward with the chunked loss")
     report.line(f"{'tokens':>7} {'patched s':>10} {'tok/s':>9} {'peak GiB':>9} "
                 f"{'unpatched s':>12} {'tok/s':>9} {'peak GiB':>9} {'overhead':>9}")  # fmt: skip
     generator = torch.Generator().manual_seed(0)
-    for n in SPEED_LENGTHS:
+    for n in lengths:
         ids = torch.randint(0, model.config.vocab_size, (n,), generator=generator)
-        patched = timed(model, ids, yarn(spec, n))
+        patched = timed(model, ids, yarn(spec, max(n, 2 * spec.original_length)))
         plain = timed(model, ids, None)
         report.record(f"speed/{n}", {"patched": patched, "unpatched": plain, "kernel": kernel})
         report.line(f"{n:>7} {patched[0]:>10.3f} {n / patched[0]:>9.0f} {patched[1]:>9.2f} "
                     f"{plain[0]:>12.3f} {n / plain[0]:>9.0f} {plain[1]:>9.2f} "
                     f"{100 * (patched[0] / plain[0] - 1):>+8.1f}%")  # fmt: skip
     del model
-    torch.cuda.empty_cache()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
-def big_model(report: Report) -> None:
+def big_model(
+    report: Report, *, device: str = "cuda", shape: dict[str, Any] | None = None,
+    lengths: tuple[int, ...] = BIG_LENGTHS,
+) -> None:  # fmt: skip
+    """The 8B-shaped model's patched forward at `lengths`; a length that runs out of memory is
+    a failed check, and after the last one the search goes down by quarters to the longest
+    that fits (down to the first length)."""
     import torch
     import transformers
 
     from longrope_opt import RopeSpec
     from longrope_opt.rope import yarn
 
-    config = transformers.LlamaConfig(**LLAMA_8B)
+    config = transformers.LlamaConfig(**(shape or LLAMA_8B))
     config._attn_implementation = "sdpa"
-    with torch.device("cuda"):  # drawn in bf16 where it lives: no 32 GB fp32 copy first
+    with torch.device(device):  # drawn in bf16 where it lives: no 32 GB fp32 copy first
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
     spec = RopeSpec.from_config(config)
     weights = sum(p.numel() for p in model.parameters())
-    report.line(f"\nLlama-3.1-8B shape, random bf16 weights ({weights / 1e9:.2f} B), SDPA, "
-                f"{torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB card")  # fmt: skip
+    memory = (f"{torch.cuda.get_device_properties(model.device).total_memory / 2**30:.0f} GiB card"
+              if model.device.type == "cuda" else "on the CPU")  # fmt: skip
+    report.line(f"\nLlama-3.1-8B shape, random bf16 weights ({weights / 1e9:.2f} B), SDPA, {memory}")
     generator = torch.Generator().manual_seed(0)
-    lengths = list(BIG_LENGTHS)
-    while lengths:
-        n = lengths.pop(0)
+    todo, floor = list(lengths), min(lengths)
+    while todo:
+        n = todo.pop(0)
         ids = torch.randint(0, config.vocab_size, (n,), generator=generator)
         try:
-            seconds, peak = timed(model, ids, yarn(spec, n))
+            seconds, peak = timed(model, ids, yarn(spec, max(n, 2 * spec.original_length)))
         except torch.cuda.OutOfMemoryError:
-            torch.cuda.empty_cache()
-            report.check(f"8B patched forward {n // 1024}k", False, "out of GPU memory")
-            if n > 32768 and not lengths:
-                lengths.append(n * 3 // 4 // 1024 * 1024)  # the longest that fits, found downwards
+            if model.device.type == "cuda":
+                torch.cuda.empty_cache()
+            report.check(f"8B patched forward {n}", False, "out of GPU memory")
+            if not todo and n * 3 // 4 > floor:  # the longest that fits, found downwards
+                todo.append(n * 3 // 4 // 1024 * 1024 or n * 3 // 4)
             continue
         report.record(f"8b/{n}", {"seconds": seconds, "peak_gib": peak})
-        report.check(f"8B patched forward {n // 1024}k", True,
+        report.check(f"8B patched forward {n}", True,
                      f"{seconds:.2f} s, {n / seconds:.0f} tok/s, peak {peak:.1f} GiB")  # fmt: skip
     del model
-    torch.cuda.empty_cache()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
 def run_b(report: Report, budget: str) -> None:

@@ -25,11 +25,15 @@ from bench.device.cases import measure
 
 
 def cpu_name() -> str:
+    """The CPU as bench/ names it: "AMD EPYC family 25 model 1" (the name alone can be vague)."""
     info = Path("/proc/cpuinfo")
+    fields: dict[str, str] = {}
     for line in info.read_text().splitlines() if info.is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    if "model name" not in fields:
+        return platform.processor() or "unknown CPU"
+    return f"{fields['model name']} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
 
 
 def main() -> int:
