@@ -243,6 +243,11 @@ def main() -> int:
                         help="run A's parts (default all: correctness,speed,8b)")  # fmt: skip
     parser.add_argument("--budget-b", default="7m", help="run B's extend budget (default 7m)")
     args = parser.parse_args()
+    runs, only = args.runs.split(","), args.only.split(",")
+    if not set(runs) <= {"a", "b"}:
+        parser.error(f"--runs must name a and/or b (comma-separated), got {args.runs!r}")
+    if not set(only) <= {"correctness", "speed", "8b"}:
+        parser.error(f"--only must name correctness, speed and/or 8b, got {args.only!r}")
     args.out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=args.out / "check.log", level=logging.INFO)
     report = Report(args.out)
@@ -257,8 +262,7 @@ def main() -> int:
                 f"CUDA {torch.version.cuda}")  # fmt: skip
     parts = {"correctness": lambda: correctness(report, reference), "speed": lambda: speed(report),
              "8b": lambda: big_model(report), "b": lambda: run_b(report, args.budget_b)}  # fmt: skip
-    wanted = [p for p in args.only.split(",")] if "a" in args.runs.split(",") else []
-    wanted += ["b"] if "b" in args.runs.split(",") else []
+    wanted = (only if "a" in runs else []) + (["b"] if "b" in runs else [])
     for part in wanted:
         start = time.perf_counter()
         try:  # one part failing must not cost the others' device minutes

@@ -65,3 +65,12 @@ def test_runs_and_parts_choose_what_runs(runs, only, want, tmp_path, monkeypatch
                                      "--only", only])  # fmt: skip
     assert check.main() == 0
     assert called == want
+
+
+def test_an_unknown_part_is_one_line_before_anything_loads(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(check, "prepare", lambda report: pytest.fail("loaded before checking"))
+    monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path), "--only", "speed,9b"])
+    with pytest.raises(SystemExit) as exit_:
+        check.main()
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("got 'speed,9b'")
