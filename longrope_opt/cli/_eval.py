@@ -66,8 +66,9 @@ def add_parser(sub: Any) -> None:
     group.add_argument(
         "--methods",
         default="none,pi,ntk,yarn",
-        help="comma-separated: none, pi, ntk, dynamic_ntk, yarn, or model (the RoPE the model "
-        "was loaded with, e.g. an exported directory) (default none,pi,ntk,yarn)",
+        help="comma-separated: none, pi, ntk, dynamic_ntk, yarn, yarn-cd, ntk-cd (YaRN and NTK "
+        "with the critical-dimension correction), or model (the RoPE the model was loaded "
+        "with, e.g. an exported directory) (default none,pi,ntk,yarn)",
     )
     group.add_argument(
         "--mode",

@@ -14,6 +14,7 @@ from typing import Any
 from longrope_opt.data import check_source
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation import classic_rows
 from longrope_opt.models import load_model
 from longrope_opt.models import read_config
 from longrope_opt.objectives import evaluate_passkey
@@ -27,6 +28,11 @@ from longrope_opt.studies import make_storage
 from longrope_opt.studies import resolve_storage_url
 from longrope_opt.viz import length_figure
 from longrope_opt.viz import length_records
+
+
+#: The classic rows of `validate` beyond `longrope_opt.rope.METHODS` (LongRoPE2's critical
+#: dimension, with LongRoPE's attention scale): often the best formula at 2x and 4x.
+CRITICAL = ("yarn-cd", "ntk-cd")
 
 
 @dataclass
@@ -108,9 +114,9 @@ def compare_methods(
     if not methods:
         raise InvalidArgumentError("`methods` must name at least one method (e.g. none,yarn).")
     for m in methods:
-        if m not in METHODS and m != "model":
+        if m not in METHODS and m not in CRITICAL and m != "model":
             raise InvalidArgumentError(
-                f"`methods` entries must be in {sorted([*METHODS, 'model'])}, got {m!r}."
+                f"`methods` entries must be in {sorted([*METHODS, *CRITICAL, 'model'])}, got {m!r}."
             )
     for name, count in (("samples", samples), ("trials", trials)):
         if count < 1:
@@ -190,6 +196,8 @@ def _scaling_for(method: str, length: int, spec: RopeSpec, searched: Any, plain:
         return None if plain else none(spec)  # an extended model: force the pretrained angles
     if method == "searched":
         return searched
+    if method in CRITICAL:  # YaRN / NTK with the critical-dimension correction, as validate has
+        return {row.name: row.scaling for row in classic_rows(spec, length)}[method]
     return get_method(method)(spec, length)
 
 

@@ -17,7 +17,7 @@ def test_eval_prints_a_table_per_method_and_length(tiny_model_dir, tiny_corpus, 
         "--lengths",
         "64,256",
         "--methods",
-        "none,pi,yarn",
+        "none,pi,yarn,yarn-cd",
         "--samples",
         "2",
         "--dtype",
@@ -27,11 +27,12 @@ def test_eval_prints_a_table_per_method_and_length(tiny_model_dir, tiny_corpus, 
     out = capsys.readouterr().out
     table = out[out.index("method") :].splitlines()
     assert table[0].split() == ["method", "64", "256"]
-    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in table[2:5]}
-    assert set(rows) == {"none", "pi", "yarn"}
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in table[2:6]}
+    assert set(rows) == {"none", "pi", "yarn", "yarn-cd"}
     # at the trained length every method is the unscaled model
-    assert rows["none"][0] == rows["pi"][0] == rows["yarn"][0]
+    assert rows["none"][0] == rows["pi"][0] == rows["yarn"][0] == rows["yarn-cd"][0]
     assert rows["pi"][1] != rows["none"][1]
+    assert rows["yarn-cd"][1] != rows["yarn"][1]  # the critical-dimension row is its own
 
 
 def test_eval_writes_csv_json_and_html(tiny_model_dir, tiny_corpus, tmp_path, capsys) -> None:
