@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from typing import Any
 
 from longrope_opt.errors import InvalidArgumentError
@@ -210,3 +211,27 @@ def int_list(text: str, *, name: str) -> list[int]:
     if any(v < 2 for v in values):
         raise InvalidArgumentError(f"`--{name}` values must be >= 2, got {text!r}.")
     return values
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_host(host: str, allow_remote: bool, *, what: str) -> bool:
+    """Refuse a `--host` beyond loopback unless `--allow-remote`: `what` (a server with no
+    authentication) would serve every study to anyone who reaches the port. Returns whether
+    it is remote (the caller warns)."""
+    remote = not is_loopback(host)
+    if remote and not allow_remote:
+        raise InvalidArgumentError(
+            f"`--host` {host!r} is reachable from other machines, and {what} has no "
+            "authentication: add --allow-remote to listen there anyway, or keep the default "
+            "127.0.0.1 and reach it through an SSH tunnel."
+        )
+    return remote

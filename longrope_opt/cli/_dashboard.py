@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from typing import Any
 
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import check_host
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.urls import redact_url
 
@@ -15,8 +17,10 @@ from longrope_opt.urls import redact_url
 EXAMPLES = """examples:
   # the default storage (sqlite:///longrope.db), on http://127.0.0.1:8080
   longrope-opt dashboard
-  # a PostgreSQL study database, reachable from other machines
-  longrope-opt dashboard --storage postgresql://user@db-host/longrope --host 0.0.0.0 --port 8081
+  # a PostgreSQL study database, on this machine; from yours through an SSH tunnel
+  longrope-opt dashboard --storage postgresql://user@db-host/longrope --port 8081
+  # reachable from other machines (no authentication: anyone there can edit the studies)
+  longrope-opt dashboard --storage postgresql://user@db-host/longrope --host 10.0.0.5 --allow-remote
   # only attach the figures (for a dashboard someone else runs)
   longrope-opt dashboard --attach-only
 """
@@ -33,7 +37,13 @@ def add_parser(sub: Any) -> None:
         examples=EXAMPLES,
     )
     add_storage_flag(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="bind address (default 127.0.0.1: this machine only; any other "
+                        "address needs --allow-remote)")  # fmt: skip
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="listen on a non-loopback --host. optuna-dashboard has NO "
+                        "authentication: anyone who reaches the port can read, edit and delete "
+                        "the studies")  # fmt: skip
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument(
         "--attach-only", action="store_true", help="attach the figures and exit without serving"
@@ -91,14 +101,20 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             "the dashboard needs optuna-dashboard: pip install 'longrope-opt[dashboard]'."
         ) from None
-    if not args.attach_only:
-        _check_bindable(args.host, args.port)  # before anything is attached
+    remote = False
+    if not args.attach_only:  # before anything is attached
+        remote = check_host(args.host, args.allow_remote, what="optuna-dashboard")
+        _check_bindable(args.host, args.port)
     url = resolve_storage_url(args.storage)
     storage = make_storage(url, must_exist=args.attach_only)
     for name, figures in attach_all(storage).items():
         print(f"  {name}: {', '.join(figures) or 'no completed trial yet'}", flush=True)
     if args.attach_only:
         return 0
+    if remote:
+        print(f"warning: listening on {args.host}:{args.port} with no authentication: anyone who "
+              "can reach this port can read, edit or delete every study in it.",
+              file=sys.stderr, flush=True)  # fmt: skip
     print(
         f"optuna-dashboard on http://{args.host}:{args.port}/ for {redact_url(url)} (Ctrl-C stops)", flush=True
     )

@@ -4,12 +4,12 @@ workers (`optuna.storages.run_grpc_proxy_server`; this command only opens the st
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 from typing import Any
 
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import check_host
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.urls import redact_url
 
@@ -51,16 +51,6 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` is this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
-
-
 def run(args: argparse.Namespace) -> int:
     # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
@@ -70,13 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise InvalidArgumentError(f"`--port` must be in [1, 65535], got {args.port}.")
-    remote = not is_loopback(args.host)
-    if remote and not args.allow_remote:
-        raise InvalidArgumentError(
-            f"`--host` {args.host!r} is reachable from other machines, and the proxy has no "
-            "authentication: add --allow-remote to listen there anyway, or keep the default "
-            "127.0.0.1 and reach it through an SSH tunnel."
-        )
+    remote = check_host(args.host, args.allow_remote, what="the proxy")
     url = resolve_storage_url(args.storage)
     if url.startswith("grpc"):
         raise InvalidArgumentError(

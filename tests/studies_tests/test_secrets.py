@@ -118,6 +118,14 @@ def test_the_study_server_refuses_a_non_loopback_host_without_allow_remote(capfd
     assert len(errors) == 1 and "--allow-remote" in errors[0] and "no authentication" in errors[0]
 
 
+def test_the_dashboard_refuses_a_non_loopback_host_without_allow_remote(capfd, tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    assert main(["dashboard", "--host", "0.0.0.0", "--storage", url]) == 2
+    errors = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "--allow-remote" in errors[0] and "optuna-dashboard" in errors[0]
+    assert not (tmp_path / "d.db").exists()  # refused before the storage was opened
+
+
 def test_the_study_server_warns_when_it_listens_beyond_loopback(tmp_path) -> None:
     import socket
 
