@@ -1,4 +1,4 @@
-"""The CPU fp32 references the device run compares CUDA against (resumable; ≈ 25 min on Zen 3).
+"""The CPU fp32 references the device run compares CUDA against (resumable; ≈ 30 min on a 2-core Zen 3).
 
     python -m bench.device.cpu_reference           # fills bench/device/cpu_reference.json
 

@@ -1,7 +1,7 @@
 """Make the device run's kit: the wheels the GPU image lacks and the default model in two parts.
 
     python bench/device/pack.py                           # the kit for the GPU image, in .device/
-    python bench/device/pack.py --references              # and the CPU fp32 references (≈ 40 min
+    python bench/device/pack.py --references              # and the CPU fp32 references (≈ 30 min
                                                           # on a 2-core Zen 3), into
                                                           # bench/device/cpu_reference.json
     python bench/device/pack.py --python-version 3.11 --out /tmp/kit   # a kit for this machine
