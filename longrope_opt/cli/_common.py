@@ -213,6 +213,17 @@ def int_list(text: str, *, name: str) -> list[int]:
     return values
 
 
+def add_listen_flags(parser: Any, *, port: int, danger: str) -> None:
+    """--host (loopback by default), --allow-remote (what `danger` says anyone could do) and
+    --port, for the commands that serve studies over the network."""
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1: this machine only; any "
+                        "other address needs --allow-remote)")  # fmt: skip
+    parser.add_argument("--allow-remote", action="store_true",
+                        help=f"listen on a non-loopback --host. {danger}")  # fmt: skip
+    parser.add_argument("--port", type=int, default=port, help=f"port (default {port})")
+
+
 def is_loopback(host: str) -> bool:
     """Whether `host` is this machine only (127.0.0.0/8, ::1, localhost)."""
     if host.strip().lower() == "localhost":

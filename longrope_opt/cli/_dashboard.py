@@ -7,6 +7,7 @@ import contextlib
 import sys
 from typing import Any
 
+from longrope_opt.cli._common import add_listen_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import check_host
@@ -37,14 +38,11 @@ def add_parser(sub: Any) -> None:
         examples=EXAMPLES,
     )
     add_storage_flag(parser)
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="bind address (default 127.0.0.1: this machine only; any other "
-                        "address needs --allow-remote)")  # fmt: skip
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="listen on a non-loopback --host. optuna-dashboard has NO "
-                        "authentication: anyone who reaches the port can read, edit and delete "
-                        "the studies")  # fmt: skip
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    add_listen_flags(
+        parser, port=8080,
+        danger="optuna-dashboard has NO authentication: anyone who reaches the port can read, "
+        "edit and delete the studies",
+    )  # fmt: skip
     parser.add_argument(
         "--attach-only", action="store_true", help="attach the figures and exit without serving"
     )

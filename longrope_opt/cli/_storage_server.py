@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from longrope_opt.cli._common import add_listen_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import check_host
@@ -39,15 +40,12 @@ def add_parser(sub: Any) -> None:
         examples=EXAMPLES,
     )
     add_storage_flag(parser)
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: this machine only; any "
-                        "other address needs --allow-remote)")  # fmt: skip
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="listen on a non-loopback --host. Optuna's gRPC proxy has NO "
-                        "authentication and no encryption: anyone who can reach the port can "
-                        "read, rewrite or delete every study behind it. Use it only on a "
-                        "private network you trust; otherwise an SSH tunnel (see examples)")  # fmt: skip
-    parser.add_argument("--port", type=int, default=13000, help="port (default 13000)")
+    add_listen_flags(
+        parser, port=13000,
+        danger="Optuna's gRPC proxy has NO authentication and no encryption: anyone who can "
+        "reach the port can read, rewrite or delete every study behind it. Use it only on a "
+        "private network you trust; otherwise an SSH tunnel (see examples)",
+    )  # fmt: skip
     parser.set_defaults(run=run)
 
 

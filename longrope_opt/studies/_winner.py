@@ -100,7 +100,11 @@ def guarded_trial(study: optuna.Study) -> FrozenTrial | None:
 
 def best_seed(study: optuna.Study) -> FrozenTrial:
     """The study's best complete seed trial (user attr ``seed``: PI, NTK, YaRN, YaRN-cd, ...)."""
-    seeds = [t for t in ranked_trials(study) if t.user_attrs.get("seed")]
+    return _first_seed(study, ranked_trials(study))
+
+
+def _first_seed(study: optuna.Study, ranked: list[FrozenTrial]) -> FrozenTrial:
+    seeds = [t for t in ranked if t.user_attrs.get("seed")]
     if not seeds:
         raise InvalidArgumentError(
             f"study {study.study_name!r} has no completed seed trial to compare with."
@@ -111,13 +115,8 @@ def best_seed(study: optuna.Study) -> FrozenTrial:
 def guard_candidates(study: optuna.Study, top: int) -> tuple[FrozenTrial, list[FrozenTrial]]:
     """The retrieval guard's bar and candidates: the best seed (`best_seed`), and the re-ranked
     trials in re-ranked order, else the `top` best trials."""
-    ranked = ranked_trials(study)
-    seeds = [t for t in ranked if t.user_attrs.get("seed")]
-    if not seeds:
-        raise InvalidArgumentError(
-            f"study {study.study_name!r} has no completed seed trial to compare with."
-        )
-    return seeds[0], reranked_order(study) or ranked[:top]
+    ranked = ranked_trials(study)  # once: the bar and the fallback candidates both read it
+    return _first_seed(study, ranked), reranked_order(study) or ranked[:top]
 
 
 @dataclasses.dataclass(frozen=True)
