@@ -100,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
             "the dashboard needs optuna-dashboard: pip install 'longrope-opt[dashboard]'."
         ) from None
     remote = False
-    if not args.attach_only:  # before anything is attached
-        remote = check_host(args.host, args.allow_remote, what="optuna-dashboard")
+    if not args.attach_only:  # before anything is attached; a host that cannot be bound first
         _check_bindable(args.host, args.port)
+        remote = check_host(args.host, args.allow_remote, what="optuna-dashboard")
     url = resolve_storage_url(args.storage)
     storage = make_storage(url, must_exist=args.attach_only)
     for name, figures in attach_all(storage).items():

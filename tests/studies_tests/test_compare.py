@@ -28,7 +28,7 @@ def _args(model: str, corpus: str, storage: str, html: str, budget: int, *extra:
         "--model", model,
         "--corpus", corpus,
         "--target-length", "256",
-        "--samples", "6",
+        "--samples", "3",
         "--skip-tokens", "32",
         "--budget", str(budget),
         "--seeds", "2",

@@ -119,8 +119,13 @@ def test_the_study_server_refuses_a_non_loopback_host_without_allow_remote(capfd
 
 
 def test_the_dashboard_refuses_a_non_loopback_host_without_allow_remote(capfd, tmp_path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port free now, so only the host can be refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     url = f"sqlite:///{tmp_path / 'd.db'}"
-    assert main(["dashboard", "--host", "0.0.0.0", "--storage", url]) == 2
+    assert main(["dashboard", "--host", "0.0.0.0", "--port", str(port), "--storage", url]) == 2
     errors = [line for line in capfd.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and "--allow-remote" in errors[0] and "optuna-dashboard" in errors[0]
     assert not (tmp_path / "d.db").exists()  # refused before the storage was opened

@@ -171,7 +171,7 @@ def test_a_killed_worker_loses_only_its_running_trial(storage, tmp_path) -> None
 def test_workers_wait_for_a_restarted_proxy_and_lose_nothing(tmp_path, postgres_url) -> None:
     port = _free_port()
     proxy = _serve(postgres_url, port)
-    url, name, total = f"grpc://127.0.0.1:{port}", f"proxy-{os.getpid()}", 60
+    url, name, total = f"grpc://127.0.0.1:{port}", f"proxy-{os.getpid()}", 40
     workers = [_start(url, name, total, seed=7, sleep=0.05, heartbeat=2, log=tmp_path / f"w{i}.log")
                for i in range(4)]  # fmt: skip
     try:
@@ -184,7 +184,7 @@ def test_workers_wait_for_a_restarted_proxy_and_lose_nothing(tmp_path, postgres_
                 )
             except KeyError:  # no worker has created the study yet
                 continue
-            if len(done) >= 20:
+            if len(done) >= 12:
                 break
         proxy.send_signal(signal.SIGKILL)  # the proxy dies mid-study
         proxy.wait(timeout=30)
