@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 import subprocess
 from typing import Any
 
@@ -69,6 +68,8 @@ def cost(study: optuna.Study) -> dict[str, Any]:
 
 def main() -> None:
     args = parse()
+    from longrope_opt.models import cpu_features
+    from longrope_opt.models import cpu_name
     from longrope_opt.models import load_model
     from longrope_opt.pipeline import extend_config
     from longrope_opt.studies import run_search
@@ -89,7 +90,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()  # fmt: skip
     print(f"# python bench/fitness_cost.py --trials {args.trials} --length {args.length} -- "
-          f"commit {commit}, {platform.processor() or platform.machine()}")  # fmt: skip
+          f"commit {commit}, {cpu_name()} {cpu_features()}")  # fmt: skip
     print(f"{args.model} at {args.length}, {args.trials} trials each, corpus {args.corpus!r}")
     print(f"{'search':<36}{'trials':>7}{'pruned':>7}{'docs':>6}{'keys':>6}{'fitness s':>11}"
           f"{'x one':>7}{'total s':>10}{'x one':>7}")  # fmt: skip

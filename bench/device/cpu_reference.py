@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import platform
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from bench.device.cases import REFERENCE
 from bench.device.cases import ROOT
@@ -24,26 +22,16 @@ from bench.device.cases import key
 from bench.device.cases import measure
 
 
-def cpu_name() -> str:
-    """The CPU as bench/ names it: "AMD EPYC family 25 model 1" (the name alone can be vague)."""
-    info = Path("/proc/cpuinfo")
-    fields: dict[str, str] = {}
-    for line in info.read_text().splitlines() if info.is_file() else []:
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
-    if "model name" not in fields:
-        return platform.processor() or "unknown CPU"
-    return f"{fields['model name']} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
-
-
 def main() -> int:
+    from longrope_opt.models import cpu_features
+    from longrope_opt.models import cpu_name
     from longrope_opt.models import load_model
 
     done = json.loads(REFERENCE.read_text()) if REFERENCE.is_file() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     done.setdefault("made_by", f"python -m bench.device.cpu_reference -- commit {commit}, "
-                    f"{cpu_name()}, {datetime.date.today()}")  # fmt: skip
+                    f"{cpu_name()} {cpu_features()}, {datetime.date.today()}")  # fmt: skip
     done.setdefault("results", {})
     model, tokenizer = load_model("smollm2-135m", device="cpu", dtype="float32", fuse=False)
     for kind, method, length in cases():

@@ -6,6 +6,7 @@ from longrope_opt.models._compute import PATHS
 from longrope_opt.models._compute import ComputePath
 from longrope_opt.models._compute import PathChoice
 from longrope_opt.models._compute import choose_path
+from longrope_opt.models._compute import cpu_features
 from longrope_opt.models._compute import cpu_name
 from longrope_opt.models._device import choose_attention
 from longrope_opt.models._device import cuda_path
@@ -34,6 +35,7 @@ __all__ = [
     "ComputePath",
     "PathChoice",
     "choose_path",
+    "cpu_features",
     "cpu_name",
     "DEFAULT_MODEL",
     "as_pair",
