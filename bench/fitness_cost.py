@@ -13,6 +13,13 @@ sittings is still counted trial by trial.
     python bench/fitness_cost.py --storage sqlite:///experiments/results/extend-2x.db \\
         --study-name extend-smollm2-135m-16384 --trials 12    # hours on a CPU
     python bench/fitness_cost.py --model tiny/ --corpus docs/ --length 256 --trials 8  # smoke
+
+With --stored, nothing runs: the several-document study is read from the storage and its counts
+are set beside a 1-document search of the same trials (one document per trial, by construction),
+with what the plan of `extend` assumes (`longrope_opt.pipeline.search_forwards`):
+
+    python bench/fitness_cost.py --stored --storage sqlite:///experiments/results/extend-2x.db \
+        --study-name extend-smollm2-135m-16384
 """
 
 from __future__ import annotations
@@ -42,11 +49,15 @@ def parse() -> argparse.Namespace:
                    help="the several-document study (default extend-<model>-<length>); the "
                    "baseline is cost-1doc-<that name>")  # fmt: skip
     p.add_argument("--dtype", default="auto")
+    p.add_argument("--stored", action="store_true",
+                   help="run nothing: count the stored several-document study's forwards")  # fmt: skip
     args = p.parse_args()
     if args.trials < 4:
         p.error(f"--trials must be >= 4 (3 seeds and a candidate), got {args.trials}")
     if args.length < 2:
         p.error(f"--length must be >= 2, got {args.length}")
+    if args.stored and args.study_name is None:
+        p.error("--stored needs --study-name (the several-document study to count)")
     return args
 
 
@@ -66,8 +77,61 @@ def cost(study: optuna.Study) -> dict[str, Any]:
     }
 
 
+def counts(study: optuna.Study) -> dict[str, Any]:
+    """Who read how many documents and passkeys, and the seconds per document and per passkey."""
+    trials = study.get_trials(deepcopy=False, states=FINISHED)
+    seeds = [t for t in trials if t.user_attrs.get("seed")]
+    candidates = [t for t in trials if not t.user_attrs.get("seed")]
+    pruned = [t for t in candidates if t.state == TrialState.PRUNED]
+    entered = [t for t in candidates if t.state == TrialState.COMPLETE]
+    docs = lambda group: sum(len(t.user_attrs.get("sample_nll", [])) for t in group)  # noqa: E731
+    row = cost(study)
+    retrieval_s = row["total_s"] - row["fitness_s"]
+    return {
+        **row,
+        "seeds": len(seeds),
+        "candidates": len(candidates),
+        "entered": len(entered),
+        "samples": max((len(t.user_attrs.get("sample_nll", [])) for t in seeds), default=0),
+        "pruned_docs": docs(pruned) / max(len(pruned), 1),
+        "seconds_per_document": row["fitness_s"] / max(row["documents"], 1),
+        "seconds_per_passkey": retrieval_s / max(row["passkeys"], 1),
+    }
+
+
+def stored(args: argparse.Namespace) -> None:
+    """Print the stored study's counts against a 1-document search of as many trials."""
+    from longrope_opt.pipeline import search_forwards
+
+    study = optuna.load_study(study_name=args.study_name, storage=args.storage)
+    c = counts(study)
+    keys = (study.user_attrs.get("longrope_opt:search_config") or {}).get("retrieval_keys", 0)
+    planned = search_forwards(c["trials"], c["seeds"], c["samples"], 0)
+    made = study.user_attrs.get("longrope_opt:provenance") or {}
+    compute = made.get("compute") or {}
+    print(f"# python bench/fitness_cost.py --stored --study-name {args.study_name} (reads the "
+          f"study; runs nothing). Made by {made.get('model')} at {made.get('target_length')} "
+          f"on {compute.get('device')} {compute.get('cpu')} ({compute.get('path')}), "
+          f"{(made.get('versions') or {}).get('torch')}")  # fmt: skip
+    print(f"{c['trials']} trials: {c['seeds']} seeds on {c['samples']} documents each, "
+          f"{c['candidates']} candidates: {c['pruned']} "
+          f"pruned after {c['pruned_docs']:.2f} documents on average, {c['entered']} entered "
+          f"({c['entered'] / max(c['candidates'], 1):.2f})")  # fmt: skip
+    print(f"documents read {c['documents']} vs {c['trials']} for 1 document: "
+          f"{c['documents'] / max(c['trials'], 1):.2f}x (the plan of extend expects "
+          f"{planned:.1f}: {planned / max(c['trials'], 1):.2f}x)")  # fmt: skip
+    print(f"retrieval constraint: {c['passkeys']} passkey prompts ({keys} per entrant and the bar)")
+    print(f"seconds (trial durations, as run): {c['fitness_s']:.0f} fitness, "
+          f"{c['total_s'] - c['fitness_s']:.0f} retrieval; {c['seconds_per_document']:.0f} s per "
+          f"document, {c['seconds_per_passkey']:.0f} s per passkey prompt "
+          f"({c['seconds_per_passkey'] / max(c['seconds_per_document'], 1e-9):.2f} of a document)")
+
+
 def main() -> None:
     args = parse()
+    if args.stored:
+        stored(args)
+        return
     from longrope_opt.models import cpu_features
     from longrope_opt.models import cpu_name
     from longrope_opt.models import load_model

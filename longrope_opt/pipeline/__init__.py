@@ -23,6 +23,7 @@ from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import format_seconds
 from longrope_opt.pipeline._plan import make_plan
 from longrope_opt.pipeline._plan import parse_budget
+from longrope_opt.pipeline._plan import search_forwards
 from longrope_opt.pipeline._report import write_report
 from longrope_opt.pipeline._stages import Export
 from longrope_opt.pipeline._stages import Outcome
@@ -50,6 +51,7 @@ __all__ = [
     "format_seconds",
     "make_plan",
     "parse_budget",
+    "search_forwards",
     "time_forward",
     "validate_candidates",
     "write_report",

@@ -58,6 +58,16 @@ def test_fitness_cost_prints_both_searches_against_the_one_document_baseline(
     assert int(one[2]) <= 8 and int(several[2]) > int(one[2])  # documents read
     assert one[5] == one[7] == "1.00"  # the baseline against itself
 
+    # --stored reads the same study back and runs nothing: the same documents, against 8
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'c.db'}"
+    name = next(n for n in optuna.get_all_study_names(storage) if not n.startswith("cost-1doc-"))
+    counted = _run([*FITNESS, "--stored", "--storage", storage, "--study-name", name])
+    assert counted.returncode == 0, counted.stderr[-1000:]
+    assert f"documents read {several[2]} vs 8 for 1 document" in counted.stdout
+    assert f"{several[3]} passkey prompts" in counted.stdout
+
 
 @pytest.mark.parametrize(
     ("argv", "message"),
@@ -69,6 +79,7 @@ def test_fitness_cost_prints_both_searches_against_the_one_document_baseline(
         ([*OVERHEAD, "--trials", "-5"], "--trials must be >= 1, got -5"),
         ([*OVERHEAD, "--operators", "paper,greedy"], "--operators must name paper and/or adaptive"),
         ([*FITNESS, "--trials", "2"], "--trials must be >= 4"),
+        ([*FITNESS, "--stored"], "--stored needs --study-name"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None:
