@@ -17,8 +17,9 @@ Run A:
                attention kernel used.
   8b           a Llama-3.1-8B-shaped model from its config with random weights (no download):
                the patched forward with the chunked loss at 32k and 128k, or the longest that fits.
-Run B: `longrope-opt extend smollm2-135m --to 32k` on the GPU, sized to --budget-b; the study
-comes back as extend-4x.tar.gz.
+Run B: `longrope-opt extend smollm2-135m --to 32k` on the GPU, sized to --budget-b, validated on
+--held-out (the prose the kit carried, pack.py --held-out) when given; the study comes back as
+extend-4x.tar.gz.
 
 Writes DIR/table.txt (what it prints), DIR/results.json and DIR/check.log. Exits 0 when every
 check passes, 1 when one fails, 2 with no CUDA.
@@ -216,13 +217,19 @@ def big_model(
         torch.cuda.empty_cache()
 
 
-def run_b(report: Report, budget: str) -> None:
+def run_b_command(budget: str, storage: str, out: Path, held_out: Path | None) -> list[str]:
+    """Run B's `extend` (validated on `held_out`, text its search never reads, when given)."""
+    cmd = [sys.executable, "-m", "longrope_opt.cli", "extend", "smollm2-135m", "--to", "32k",
+           "--budget", budget, "--storage", storage, "--out", str(out), "--device", "cuda",
+           "--no-fuse"]  # fmt: skip
+    return cmd + (["--held-out", str(held_out)] if held_out is not None else [])
+
+
+def run_b(report: Report, budget: str, held_out: Path | None = None) -> None:
     work = Path("/tmp/longrope-run-b")
     work.mkdir(exist_ok=True)
     storage = f"sqlite:///{work / 'extend-4x.db'}"
-    cmd = [sys.executable, "-m", "longrope_opt.cli", "extend", "smollm2-135m", "--to", "32k",
-           "--budget", budget, "--storage", storage, "--out", str(work / "out"), "--device",
-           "cuda", "--no-fuse"]  # fmt: skip
+    cmd = run_b_command(budget, storage, work / "out", held_out)
     report.line(f"\nrun B: {' '.join(cmd[2:])}")
     with (report.out / "extend.log").open("w") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode
@@ -242,15 +249,23 @@ def main() -> int:
     parser.add_argument("--only", default="correctness,speed,8b",
                         help="run A's parts (default all: correctness,speed,8b)")  # fmt: skip
     parser.add_argument("--budget-b", default="7m", help="run B's extend budget (default 7m)")
+    parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
+                        help="run B validates on this folder's text (entry.sh passes the kit's)")  # fmt: skip
     args = parser.parse_args()
     runs, only = args.runs.split(","), args.only.split(",")
     if not set(runs) <= {"a", "b"}:
         parser.error(f"--runs must name a and/or b (comma-separated), got {args.runs!r}")
     if not set(only) <= {"correctness", "speed", "8b"}:
         parser.error(f"--only must name correctness, speed and/or 8b, got {args.only!r}")
+    if args.held_out is not None and not sorted(args.held_out.glob("*.txt")):
+        parser.error(f"--held-out must be a folder of .txt files, got {str(args.held_out)!r}")
     args.out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=args.out / "check.log", level=logging.INFO)
     report = Report(args.out)
+    if args.held_out is not None:
+        names = sorted(p.name for p in args.held_out.glob("*.txt"))
+        report.record("held_out", names)
+        report.line(f"run B validates on {len(names)} held-out texts in {args.held_out}")
     _, reference = prepare(report)
     import torch
 
@@ -261,7 +276,7 @@ def main() -> int:
     report.line(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
                 f"CUDA {torch.version.cuda}")  # fmt: skip
     parts = {"correctness": lambda: correctness(report, reference), "speed": lambda: speed(report),
-             "8b": lambda: big_model(report), "b": lambda: run_b(report, args.budget_b)}  # fmt: skip
+             "8b": lambda: big_model(report), "b": lambda: run_b(report, args.budget_b, args.held_out)}  # fmt: skip
     wanted = (only if "a" in runs else []) + (["b"] if "b" in runs else [])
     for part in wanted:
         start = time.perf_counter()

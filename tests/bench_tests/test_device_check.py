@@ -60,7 +60,7 @@ def test_runs_and_parts_choose_what_runs(runs, only, want, tmp_path, monkeypatch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "a simulated GPU")
     monkeypatch.setattr(check, "speed", lambda report: called.append("speed"))
-    monkeypatch.setattr(check, "run_b", lambda report, budget: called.append("b"))
+    monkeypatch.setattr(check, "run_b", lambda report, budget, held_out: called.append("b"))
     monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path), "--runs", runs,
                                      "--only", only])  # fmt: skip
     assert check.main() == 0
@@ -74,3 +74,26 @@ def test_an_unknown_part_is_one_line_before_anything_loads(tmp_path, monkeypatch
         check.main()
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("got 'speed,9b'")
+
+
+def test_run_b_validates_on_the_carried_text_only_when_there_is_some(tmp_path) -> None:
+    from longrope_opt.cli import build_parser
+
+    plain = check.run_b_command("7m", "sqlite:///x.db", tmp_path / "out", None)
+    held = check.run_b_command("7m", "sqlite:///x.db", tmp_path / "out", tmp_path / "prose")
+    assert "--held-out" not in plain
+    assert held[held.index("--held-out") + 1] == str(tmp_path / "prose")
+    # Both are commands `longrope-opt` accepts, as the device will run them.
+    args = build_parser().parse_args(held[3:])
+    assert args.held_out == str(tmp_path / "prose") and args.device == "cuda"
+
+
+def test_held_out_without_text_is_one_line_before_anything_loads(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(check, "prepare", lambda report: pytest.fail("loaded before checking"))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path / "o"), "--runs", "b",
+                                     "--held-out", str(tmp_path / "empty")])  # fmt: skip
+    with pytest.raises(SystemExit) as exit_:
+        check.main()
+    assert exit_.value.code == 2
+    assert "--held-out must be a folder of .txt files" in capsys.readouterr().err
