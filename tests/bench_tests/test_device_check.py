@@ -97,3 +97,19 @@ def test_held_out_without_text_is_one_line_before_anything_loads(tmp_path, monke
         check.main()
     assert exit_.value.code == 2
     assert "--held-out must be a folder of .txt files" in capsys.readouterr().err
+
+
+def test_pack_refuses_too_little_held_out_text_before_fetching_anything(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    for i in range(2):
+        (tmp_path / f"book-{i}.txt").write_text("text\n")
+    done = subprocess.run(
+        [sys.executable, "bench/device/pack.py", "--out", str(tmp_path / "kit"), "--held-out",
+         str(tmp_path)],
+        cwd=check.ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(f"got 2 in {str(tmp_path)!r}")
+    assert not (tmp_path / "kit").exists()
