@@ -63,7 +63,9 @@ class Report:
     """Lines for table.txt and records for results.json, printed as they come."""
 
     def __init__(self, out: Path) -> None:
-        self.out, self.lines, self.records, self.failed = out, [], {}, 0
+        self.out, self.failed = out, 0
+        self.lines: list[str] = []
+        self.records: dict[str, Any] = {}
 
     def line(self, text: str) -> None:
         print(text, flush=True)
@@ -257,13 +259,13 @@ def main() -> int:
         parser.error(f"--runs must name a and/or b (comma-separated), got {args.runs!r}")
     if not set(only) <= {"correctness", "speed", "8b"}:
         parser.error(f"--only must name correctness, speed and/or 8b, got {args.only!r}")
-    if args.held_out is not None and not sorted(args.held_out.glob("*.txt")):
+    names = sorted(p.name for p in args.held_out.glob("*.txt")) if args.held_out else []
+    if args.held_out is not None and not names:
         parser.error(f"--held-out must be a folder of .txt files, got {str(args.held_out)!r}")
     args.out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=args.out / "check.log", level=logging.INFO)
     report = Report(args.out)
     if args.held_out is not None:
-        names = sorted(p.name for p in args.held_out.glob("*.txt"))
         report.record("held_out", names)
         report.line(f"run B validates on {len(names)} held-out texts in {args.held_out}")
     _, reference = prepare(report)
