@@ -17,6 +17,7 @@ from longrope_opt.models._device import resolve_device
 from longrope_opt.models._export import as_pair
 from longrope_opt.models._export import check_output_dir
 from longrope_opt.models._export import export_model
+from longrope_opt.models._export import exported_spec
 from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
@@ -49,6 +50,7 @@ __all__ = [
     "chunked_nll",
     "decoder_hidden",
     "export_model",
+    "exported_spec",
     "final_logits",
     "load_model",
     "load_tokenizer",

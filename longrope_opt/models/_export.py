@@ -13,6 +13,7 @@ load the same directory *without* n̂, and the README written next to it says so
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
+from longrope_opt.rope import extended_layer_types
 
 
 CONFIG_KEY = "longrope_opt"
@@ -33,22 +35,24 @@ def rope_parameters(
 ) -> dict[str, Any]:
     """transformers ``rope_parameters`` (type ``longrope``) for a factor set or a short/long pair.
 
-    A single set becomes the long factors, with all-ones short factors (the model as trained
-    below its trained length). ``attention_factor`` is the long set's t. transformers has no n̂:
-    see `needs_loader`.
+    The factors written are the composition with the checkpoint's own RoPE: ν·λ (`RopeSpec`), and
+    the attention factor is the native scale × t. A single set becomes the long factors, with the
+    checkpoint's own factors ν as short factors (the model as it was below its trained length).
+    ``attention_factor`` is the long set's. transformers has no n̂: see `needs_loader`.
     """
     pair = as_pair(scaling, spec)
+    native = spec.native()
     params: dict[str, Any] = {
         "rope_type": "longrope",
         "rope_theta": spec.base,
-        "short_factor": [float(x) for x in pair.short.factors],
-        "long_factor": [float(x) for x in pair.long.factors],
+        "short_factor": [float(x) for x in native * pair.short.factors],
+        "long_factor": [float(x) for x in native * pair.long.factors],
         "original_max_position_embeddings": spec.original_length,
         "factor": target_length / spec.original_length,
-        "attention_factor": pair.long.attention_scale,
+        "attention_factor": spec.native_attention * pair.long.attention_scale,
     }
-    if spec.rotary_dim != spec.head_dim:
-        params["partial_rotary_factor"] = spec.rotary_dim / spec.head_dim
+    # Always written: some configs (Phi-3) require it with longrope
+    params["partial_rotary_factor"] = spec.rotary_dim / spec.head_dim
     return params
 
 
@@ -134,7 +138,7 @@ def export_model(
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
 
-    spec = RopeSpec.from_config(model.config)
+    spec = RopeSpec.from_config(_text_config(model.config))
     spec.scale(target_length)  # validates target > trained length
     pair = as_pair(scaling, spec)
     pair.short.check(spec)
@@ -148,17 +152,26 @@ def export_model(
     source = getattr(model.config, "_name_or_path", None) or getattr(model, "name_or_path", None)
     out = check_output_dir(output_dir, overwrite=overwrite, source=source)
     out.mkdir(parents=True, exist_ok=True)
-    config = model.config
-    saved = (config.rope_parameters, config.max_position_embeddings)
-    config.rope_parameters = rope_parameters(pair, spec, target_length)
+    config = _text_config(model.config)
+    expressible = _expressible(config)
+    loader = loader or not expressible  # GPT-J/CodeGen: a fixed sin/cos table, no rope type
+    saved = (getattr(config, "rope_parameters", None), config.max_position_embeddings,
+             getattr(config, "original_max_position_embeddings", None))  # fmt: skip
+    if expressible:
+        config.rope_parameters = _with_longrope(config, rope_parameters(pair, spec, target_length))
     config.max_position_embeddings = int(target_length)
     if hasattr(config, "original_max_position_embeddings"):  # Phi-3 keeps its own field
         config.original_max_position_embeddings = spec.original_length
     setattr(
-        config,
+        model.config,
         CONFIG_KEY,
         {
             "requires_loader": loader,
+            "native": {
+                "factors": [float(x) for x in spec.native()],
+                "attention_scale": spec.native_attention,
+                "rope_type": spec.rope_type,
+            },
             "short": pair.short.to_dict(),
             "long": pair.long.to_dict(),
             "original_length": spec.original_length,
@@ -166,7 +179,7 @@ def export_model(
             **(metadata or {}),
         },
     )
-    saved_dtype = getattr(config, "dtype", None)
+    saved_dtype = getattr(model.config, "dtype", None)
     try:
         if dtype is None:
             model.save_pretrained(out)
@@ -181,13 +194,17 @@ def export_model(
                 if ptr not in cast:
                     cast[ptr] = value.to(target)
                 state[key] = cast[ptr]
-            config.dtype = target
+            model.config.dtype = target
             model.save_pretrained(out, state_dict=state)
     finally:
         # The in-memory model keeps its RoPE: the export is a copy, not a conversion.
-        config.rope_parameters, config.max_position_embeddings = saved
-        config.dtype = saved_dtype
-        delattr(config, CONFIG_KEY)
+        if expressible:
+            config.rope_parameters = saved[0]
+        config.max_position_embeddings = saved[1]
+        if saved[2] is not None:
+            config.original_max_position_embeddings = saved[2]
+        model.config.dtype = saved_dtype
+        delattr(model.config, CONFIG_KEY)
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     (out / "README.md").write_text(_readme(out, pair, target_length, loader))
@@ -195,7 +212,10 @@ def export_model(
 
 
 def read_export(config: Any) -> ShortLongScaling | None:
-    """The exact short/long scaling recorded by `export_model` in a config, or None."""
+    """The exact short/long scaling recorded by `export_model` in a config, or None.
+
+    Its factors are relative to the RoPE the exported checkpoint was built on: `exported_spec`.
+    """
     data = getattr(config, CONFIG_KEY, None)
     if not isinstance(data, dict) or "long" not in data:
         return None
@@ -204,6 +224,65 @@ def read_export(config: Any) -> ShortLongScaling | None:
         RopeScaling.from_dict(data["long"]),
         int(data["original_length"]),
     )
+
+
+def exported_spec(config: Any) -> RopeSpec | None:
+    """The spec `read_export`'s factors act on: the exported model's RoPE without the export's
+    own factors (its native RoPE before the extension, as recorded), or None for a config that
+    `export_model` did not write. Exports written before native RoPEs were recorded acted on the
+    plain RoPE."""
+    data = getattr(config, CONFIG_KEY, None)
+    if not isinstance(data, dict) or "long" not in data:
+        return None
+    raw = RopeSpec.from_config(_text_config(config)).raw()
+    native = data.get("native") or {}
+    return dataclasses.replace(
+        raw,
+        original_length=int(data["original_length"]),
+        native_factors=tuple(native.get("factors") or ()),
+        native_attention=float(native.get("attention_scale", 1.0)),
+        rope_type=str(native.get("rope_type", "default")),
+    )
+
+
+def _text_config(config: Any) -> Any:
+    # Multimodal configs keep the language model's settings in a text config.
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
+#: Rope-parameter keys that only transformers' RoPE computation reads. A config whose rope
+#: parameters hold any other key (Mistral 4's ``llama_4_scaling_beta``: an attention temperature
+#: that reads ``original_max_position_embeddings``) cannot be rewritten as ``longrope`` without
+#: changing something else: its export keeps its config and needs our loader.
+ROPE_KEYS = frozenset({
+    "rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
+    "original_max_position_embeddings", "low_freq_factor", "high_freq_factor", "beta_fast",
+    "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "short_factor", "long_factor",
+    "truncate", "short_mscale", "long_mscale",
+})  # fmt: skip
+
+
+def _expressible(config: Any) -> bool:
+    """Whether vanilla transformers can load the extension as ``longrope`` rope parameters."""
+    params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return False  # GPT-J / CodeGen: a fixed sin/cos table
+    extended = extended_layer_types(config)
+    sets = [params[k] for k in extended] if extended else [params]
+    return all(isinstance(p, dict) and set(p) <= ROPE_KEYS for p in sets)
+
+
+def _with_longrope(config: Any, params: dict[str, Any]) -> Any:
+    """The config's rope parameters with `params` for the layers an extension rescales (every
+    layer for a single RoPE; the global layer types for per-layer-type RoPE)."""
+    extended = extended_layer_types(config)
+    if not extended:
+        return params
+    per_layer = dict(config.rope_parameters)
+    for layer_type in extended:
+        per_layer[layer_type] = dict(params)
+    return per_layer
 
 
 def _readme(out: Path, pair: ShortLongScaling, target_length: int, loader: bool) -> str:

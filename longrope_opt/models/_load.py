@@ -17,6 +17,7 @@ from longrope_opt.models._compute import cpu_name
 from longrope_opt.models._device import choose_attention
 from longrope_opt.models._device import cuda_path
 from longrope_opt.models._device import resolve_device
+from longrope_opt.models._export import exported_spec
 from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._smollm2 import ALIAS
@@ -111,6 +112,8 @@ def load_model(
     from longrope_opt.patching import find_rotary_modules
     from longrope_opt.patching import fuse_elementwise
     from longrope_opt.patching import install_rope_scaling
+    from longrope_opt.patching import keep_rope_fp32
+    from longrope_opt.patching import restore_rope_fp32
     from longrope_opt.patching import set_attention
 
     device = resolve_device(device)
@@ -147,9 +150,9 @@ def load_model(
         raise
     find_rotary_modules(model)  # fail now, with the model type, if there is no RoPE
     exported = read_export(model.config)
-    if exported is not None and needs_loader(exported):
+    if exported is not None and (needs_loader(exported) or _requires_loader(model.config)):
         # An export with n̂ > 0: transformers built the RoPE without it; install the exact one.
-        install_rope_scaling(model, exported)
+        install_rope_scaling(model, exported, spec=exported_spec(model.config))
         logger.info("installed the exported RoPE (n_hat %d) on %s", exported.n_hat, name_or_path)
     if auto:
         choice = choose_path(model, cache=cache_dir())
@@ -159,7 +162,10 @@ def load_model(
         choice = PathChoice(dtype, where, {}, choice_source)
     path = PATHS[choice.path]
     if model.dtype != getattr(torch, path.dtype):
+        # `.to(dtype)` would round the RoPE frequencies too (from_pretrained keeps them fp32)
+        frequencies = keep_rope_fp32(model)
         model.to(getattr(torch, path.dtype))
+        restore_rope_fp32(model, frequencies)
     if requested is None and attn == "sdpa" and path.attn != "sdpa":
         set_attention(model, path.attn)
     model.longrope_opt_compute = choice.to_dict()  # study provenance reads it
@@ -169,6 +175,11 @@ def load_model(
         fuse_elementwise(model)
     logger.info("loaded %s in %.1f s", name_or_path, time.perf_counter() - start)
     return model, tokenizer
+
+
+def _requires_loader(config: Any) -> bool:
+    data = getattr(config, "longrope_opt", None)
+    return isinstance(data, dict) and bool(data.get("requires_loader"))
 
 
 def load_tokenizer(name_or_path: str) -> Any:

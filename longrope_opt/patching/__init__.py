@@ -7,13 +7,18 @@
 from __future__ import annotations
 
 from longrope_opt.patching._apply import apply_rope_scaling
+from longrope_opt.patching._apply import composed_inv_freq
 from longrope_opt.patching._apply import install_rope_scaling
 from longrope_opt.patching._attention import ATTENTION_IMPLEMENTATIONS
 from longrope_opt.patching._attention import SDPA_FP32
 from longrope_opt.patching._attention import attention_of
 from longrope_opt.patching._attention import set_attention
 from longrope_opt.patching._compat import find_rotary_modules
+from longrope_opt.patching._compat import keep_rope_fp32
+from longrope_opt.patching._compat import restore_rope_fp32
 from longrope_opt.patching._compile import fuse_elementwise
+from longrope_opt.patching._families import REFUSED
+from longrope_opt.patching._families import check_supported
 from longrope_opt.patching._compile import is_fused
 from longrope_opt.patching._compile import unfuse_elementwise
 from longrope_opt.patching._prefix import PREFIX_ATTENTION
@@ -27,7 +32,12 @@ __all__ = [
     "SDPA_FP32",
     "attention_of",
     "set_attention",
+    "REFUSED",
     "apply_rope_scaling",
+    "check_supported",
+    "composed_inv_freq",
+    "keep_rope_fp32",
+    "restore_rope_fp32",
     "find_rotary_modules",
     "install_rope_scaling",
     "fuse_elementwise",

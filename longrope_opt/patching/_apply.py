@@ -1,104 +1,156 @@
 """Apply a `RopeScaling` to a loaded transformers model, in place and reversibly.
 
 How: the model's rotary module computes cos/sin once per forward and hands them to every layer.
-We shadow that module's ``forward`` with an instance attribute that computes cos/sin from our λ,
-n̂ and t, and delete the attribute on exit. Nothing else is touched: no weights, no buffers, no
-config. That makes a candidate switch cost two tiny tensors (the search switches thousands of
-times), makes restoration exact by construction, and wins over ``dynamic``/``longrope`` rope types,
-whose decorated forward would otherwise rewrite ``inv_freq`` on every call.
+We shadow that module's ``forward`` with an instance attribute and delete it on exit. Nothing else
+is touched: no weights, no buffers, no config. A candidate switch costs two tiny tensors (the
+search switches thousands of times), and restoration is exact by construction.
 
-n̂ depends on position, not frequency, so no ``inv_freq`` buffer can express it; it is applied
-here, where cos/sin are computed.
+The scaling acts on top of the checkpoint's own RoPE (`RopeSpec.native_factors`, e.g. Llama 3's
+``llama3`` scaling): frequency i runs at θ_i / (ν_i·λ_i) and cos/sin are multiplied by the native
+scale × t. The composed factors ν·λ become inverse frequencies by transformers' ``longrope``
+formula, 1 / (fp32(ν·λ) · base^(2i/d)), so an exported model (`longrope_opt.models.export_model`)
+computes the very same fp32 frequencies. The cos/sin themselves come from the family's own forward
+run on a view of the module (`longrope_opt.patching._compat`): every layout is the family's.
+
+The identity (λ = 1, n̂ = 0, t = 1) runs the module's own forward: the checkpoint as loaded, bit for
+bit, dynamic rope types included. n̂ > 0 keeps that own RoPE for positions n < n̂ (the paper's start
+tokens with the "original" RoPE): n̂ depends on position, not frequency, so no ``inv_freq`` buffer
+can express it; it is applied here, where cos/sin are computed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import types
+from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from longrope_opt.patching._compat import default_inv_freq
+from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.patching._compat import BUFFERS
+from longrope_opt.patching._compat import buffer_names
 from longrope_opt.patching._compat import find_rotary_modules
+from longrope_opt.patching._compat import is_identity_like
+from longrope_opt.patching._compat import layer_types
 from longrope_opt.patching._compat import module_device
+from longrope_opt.patching._compat import probe
 from longrope_opt.patching._compat import rope_denominators
+from longrope_opt.patching._compat import table_forward
+from longrope_opt.patching._compat import view_forward
+from longrope_opt.patching._families import check_supported
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
+from longrope_opt.rope import extended_layer_types
 
 
 _MISSING = object()
 
 
-def _cos_sin(
-    x: torch.Tensor,
-    position_ids: torch.Tensor,
-    original_inv_freq: torch.Tensor,
-    scaled_inv_freq: torch.Tensor,
-    scaling: RopeScaling,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    n_hat, t = scaling.n_hat, scaling.attention_scale
-    out_dtype = x.dtype
-    if torch.is_autocast_enabled(x.device.type):
-        # Training under autocast over fp32 weights: x is fp32 but q/k come out of the autocast
-        # matmuls in bf16; fp32 cos/sin would promote q·cos to fp32 and run attention in fp32.
-        out_dtype = torch.get_autocast_dtype(x.device.type)
-    # Angles in fp32 whatever the model dtype: bf16 angles are wrong past a few thousand
-    # positions. Autocast off so a caller's autocast region cannot downcast them.
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        pos = position_ids[..., None].float()  # (B, T, 1)
-        freqs = pos * scaled_inv_freq.to(x.device)  # (B, T, d/2)
-        if n_hat > 0:
-            keep = pos < n_hat  # (B, T, 1): start tokens keep original angles, no scale
-            freqs = torch.where(keep, pos * original_inv_freq.to(x.device), freqs)
-        emb = torch.cat((freqs, freqs), dim=-1)  # (B, T, d)
-        cos, sin = emb.cos(), emb.sin()
-        if t != 1.0:
-            scale = torch.where(keep, 1.0, t) if n_hat > 0 else t
-            cos, sin = cos * scale, sin * scale
-    return cos.to(dtype=out_dtype), sin.to(dtype=out_dtype)
+def composed_inv_freq(spec: RopeSpec, scaling: RopeScaling, device: torch.device) -> torch.Tensor:
+    """1 / (fp32(ν·λ) · base^(2i/d)): the frequencies a patched model runs, as transformers'
+    ``longrope`` computes them from exported factors (so export and patch agree bit for bit)."""
+    composed = spec.native() * scaling.factors
+    factors = torch.tensor(composed, dtype=torch.float32, device=device)
+    return 1.0 / (factors * rope_denominators(spec.rotary_dim, spec.base, device))
 
 
-def _scaled_inv_freq(original: torch.Tensor, spec: RopeSpec, scaling: RopeScaling) -> torch.Tensor:
-    # transformers' `longrope` formula, 1 / (λ_fp32 · base^(2i/d)), so an exported model computes
-    # the very same fp32 frequencies; λ = 1 still gives the default θ_i bit for bit (1·x = x).
-    factors = torch.tensor(scaling.factors, dtype=torch.float32, device=original.device)
-    return 1.0 / (factors * rope_denominators(spec.rotary_dim, spec.base, original.device))
+def _positions(position_ids: torch.Tensor) -> torch.Tensor:
+    # M-RoPE passes (3, B, T) ids; its text positions are the first axis's.
+    return position_ids[0] if position_ids.dim() == 3 else position_ids
+
+
+def _select(keep: torch.Tensor, native: Any, scaled: Any) -> Any:
+    if isinstance(scaled, (tuple, list)):
+        return type(scaled)(_select(keep, n, s) for n, s in zip(native, scaled))
+    return torch.where(keep.to(scaled.device), native, scaled)
+
+
+def _cast_for_autocast(out: Any, device: torch.device) -> Any:
+    # Training under autocast over fp32 weights: q/k come out of the autocast matmuls in bf16;
+    # fp32 cos/sin would promote q·cos to fp32 and run attention in fp32.
+    if not torch.is_autocast_enabled(device.type):
+        return out
+    dtype = torch.get_autocast_dtype(device.type)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_cast_for_autocast(o, device) for o in out)
+    return out.to(dtype) if out.is_floating_point() else out
+
+
+def _one(
+    module: nn.Module, spec: RopeSpec, scaling: RopeScaling, kind: str, native: Callable[..., Any]
+) -> Callable[..., Any]:
+    """The rescaled forward for one factor set (called with the rotary module's arguments)."""
+    if is_identity_like(scaling.factors, scaling.n_hat, scaling.attention_scale):
+        return native
+    device = module_device(module)
+    inv = composed_inv_freq(spec, scaling, device)
+    attention = spec.native_attention * scaling.attention_scale
+    # Start tokens (n < n̂) keep the spec's own RoPE: ν and its native scale, no t.
+    own = RopeScaling(np.ones(spec.n_factors))
+    inv_own = composed_inv_freq(spec, own, device) if scaling.n_hat > 0 else None
+
+    def compute(x, position_ids, args, kw, frequencies, scale):
+        if kind == BUFFERS:
+            layer_type = kw.get("layer_type", args[0] if args else None)
+            return view_forward(module, x, position_ids, frequencies.to(x.device), scale,
+                                layer_type)  # fmt: skip
+        # GPT-J / CodeGen: their table's dtypes (read at position 0, always in the table),
+        # computed from frequencies, so positions past the table work too
+        like = native(x, torch.zeros_like(position_ids[..., :1]), *args, **kw)
+        return table_forward(module, x, position_ids, frequencies, scale, like)
+
+    def forward(x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kw: Any) -> Any:
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            out = compute(x, position_ids, args, kw, inv, attention)
+            if inv_own is not None:
+                keep = (_positions(position_ids) < scaling.n_hat)[..., None]  # (B, T, 1)
+                start = compute(x, position_ids, args, kw, inv_own, spec.native_attention)
+                out = _select(keep, start, out)
+        return _cast_for_autocast(out, x.device)
+
+    return forward
 
 
 def _make_forward(
-    original_inv_freq: torch.Tensor, spec: RopeSpec, scaling: RopeScaling | ShortLongScaling
+    module: nn.Module,
+    spec: RopeSpec,
+    scaling: RopeScaling | ShortLongScaling,
+    native: Callable[..., Any],
+    extended: tuple[str, ...],
 ) -> Any:
+    kind = probe(module, module.__class__.__name__)
+    _check_size(module, spec, kind, extended)
     if isinstance(scaling, ShortLongScaling):
-        short, long = scaling.short, scaling.long
-        short_f = _scaled_inv_freq(original_inv_freq, spec, short)
-        long_f = _scaled_inv_freq(original_inv_freq, spec, long)
+        short = _one(module, spec, scaling.short, kind, native)
+        long = _one(module, spec, scaling.long, kind, native)
         boundary = scaling.original_length
 
-        @torch.no_grad()
-        def forward(
-            self: nn.Module, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kw: Any
-        ):
+        def pick(x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kw: Any) -> Any:
             # transformers' longrope switch: the whole forward uses one set, chosen by its
             # largest position (so a KV cache built below L is stale once a forward passes L).
             if int(position_ids.max()) + 1 <= boundary:
-                return _cos_sin(x, position_ids, original_inv_freq, short_f, short)
-            return _cos_sin(x, position_ids, original_inv_freq, long_f, long)
+                return short(x, position_ids, *args, **kw)
+            return long(x, position_ids, *args, **kw)
 
-        return forward
-
-    scaled = _scaled_inv_freq(original_inv_freq, spec, scaling)
+        rescaled = pick
+    else:
+        rescaled = _one(module, spec, scaling, kind, native)
+    own_types = layer_types(module)
 
     @torch.no_grad()
-    def forward_one(
-        self: nn.Module, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kw: Any
-    ):
-        return _cos_sin(x, position_ids, original_inv_freq, scaled, scaling)
+    def forward(self: nn.Module, x: torch.Tensor, position_ids: torch.Tensor, *args: Any,
+                **kw: Any):  # fmt: skip
+        layer_type = kw.get("layer_type", args[0] if args else None)
+        if own_types and layer_type not in extended:
+            return native(x, position_ids, *args, **kw)  # a local layer: as it is
+        return rescaled(x, position_ids, *args, **kw)
 
-    return forward_one
+    return forward
 
 
 def _check(scaling: Any, spec: RopeSpec) -> None:
@@ -110,6 +162,43 @@ def _check(scaling: Any, spec: RopeSpec) -> None:
     else:
         raise TypeError(
             f"`scaling` must be a RopeScaling or ShortLongScaling, got {type(scaling).__name__}."
+        )
+
+
+def _own_forward(module: nn.Module) -> Callable[..., Any]:
+    # What the module runs now: an installed forward (an export's exact RoPE), else its class's.
+    current = module.__dict__.get("forward", _MISSING)
+    if current is not _MISSING:
+        return current  # type: ignore[return-value]
+    return types.MethodType(type(module).forward, module)
+
+
+def _extended(model: nn.Module) -> tuple[str, ...]:
+    config = getattr(model, "config", None)
+    text = getattr(config, "get_text_config", None)
+    return extended_layer_types(text() if callable(text) else config)
+
+
+def _spec(model: nn.Module, spec: RopeSpec | None) -> RopeSpec:
+    found = check_supported(model.config)  # refused families fail here, in one line
+    return found if spec is None else spec
+
+
+def model_type_of(module: nn.Module) -> str:
+    config = getattr(module, "config", None)
+    return str(getattr(config, "model_type", None) or type(module).__name__)
+
+
+def _check_size(module: nn.Module, spec: RopeSpec, kind: str, extended: tuple[str, ...]) -> None:
+    if kind != BUFFERS:
+        return
+    name = buffer_names(extended[0] if layer_types(module) and extended else None)[0]
+    size = getattr(module, name).numel()
+    if size != spec.n_factors:
+        raise UnsupportedModelError(
+            f"model type {model_type_of(module)!r}: its rotary module runs {size} frequencies "
+            f"where its config describes {spec.n_factors} (rotary_dim {spec.rotary_dim}); the "
+            "config and the module disagree, so no factor set can be installed exactly."
         )
 
 
@@ -125,11 +214,14 @@ def install_rope_scaling(
     Returns:
         The same model. :func:`apply_rope_scaling` still works on top and restores this on exit.
     """
-    spec = spec or RopeSpec.from_config(model.config)
+    spec = _spec(model, spec)
     _check(scaling, spec)
+    extended = _extended(model)
     for module in find_rotary_modules(model):
-        original = default_inv_freq(spec.rotary_dim, spec.base, module_device(module))
-        module.forward = types.MethodType(_make_forward(original, spec, scaling), module)
+        native = _own_forward(module)
+        module.forward = types.MethodType(
+            _make_forward(module, spec, scaling, native, extended), module
+        )
     return model
 
 
@@ -139,13 +231,16 @@ def apply_rope_scaling(
 ) -> Iterator[nn.Module]:
     """Make `model` compute RoPE with `scaling` inside the ``with`` block; restore it on exit.
 
-    Position n, frequency i gets the angle n·θ_i/λ_i and cos/sin scaled by t when n ≥ n̂, and the
-    original n·θ_i unscaled when n < n̂. Angles are fp32; cos/sin are cast to the model dtype.
-    Contexts nest (the inner one wins until it exits).
+    `scaling` acts on top of the checkpoint's own RoPE (see `RopeSpec`): position n, frequency i
+    gets the angle n·θ_i/(ν_i·λ_i) and cos/sin scaled by the native scale × t when n ≥ n̂, and the
+    checkpoint's own RoPE when n < n̂. Angles are fp32; cos/sin come out as the family's forward
+    makes them. The identity scaling is the model as loaded, bit for bit. Contexts nest (the inner
+    one wins until it exits; each acts on the checkpoint's own RoPE, not on the outer one).
 
     Args:
-        model: A loaded transformers causal LM with RoPE (Llama, Mistral, Qwen2, Phi-3, ...),
-            whatever rope type it was loaded with.
+        model: A loaded transformers causal LM with RoPE (Llama, Mistral, Qwen2/3, Phi-3, Gemma,
+            Cohere, DeepSeek, ... : `longrope_opt.patching.families` lists them), whatever
+            rope type it was loaded with.
         scaling: λ (length ``rotary_dim // 2``), n̂, t; or a `ShortLongScaling`, whose set is
             picked per forward by its largest position (transformers' ``longrope`` switch).
         spec: The model's `RopeSpec`; read from ``model.config`` when omitted.
@@ -154,7 +249,7 @@ def apply_rope_scaling(
         The same model, patched.
 
     Raises:
-        UnsupportedModelError: The model has no RoPE we can patch.
+        UnsupportedModelError: The model has no RoPE we can patch exactly.
         InvalidArgumentError: The factor count does not match the model.
 
     Example:
@@ -166,15 +261,18 @@ def apply_rope_scaling(
             f"`scaling` must be a RopeScaling or ShortLongScaling, got {type(scaling).__name__}."
         )
     modules = find_rotary_modules(model)
-    spec = spec or RopeSpec.from_config(model.config)
+    spec = _spec(model, spec)
     _check(scaling, spec)
+    extended = _extended(model)
+    forwards = []
+    for module in modules:  # every check before the first module is touched
+        native = _own_forward(module)
+        forwards.append(_make_forward(module, spec, scaling, native, extended))
     saved: list[tuple[nn.Module, Any]] = []
     try:
-        for module in modules:
-            device = module_device(module)
-            original = default_inv_freq(spec.rotary_dim, spec.base, device)  # (d/2,) fp32
+        for module, forward in zip(modules, forwards):
             saved.append((module, module.__dict__.get("forward", _MISSING)))
-            module.forward = types.MethodType(_make_forward(original, spec, scaling), module)
+            module.forward = types.MethodType(forward, module)
         yield model
     finally:
         for module, previous in reversed(saved):
@@ -182,3 +280,6 @@ def apply_rope_scaling(
                 del module.__dict__["forward"]
             else:
                 module.forward = previous
+
+
+

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.registry import Registry
+from longrope_opt.rope._config import extended_layer_types
+from longrope_opt.rope._config import is_local
 from longrope_opt.rope._methods import critical_dimension
 from longrope_opt.rope._methods import dynamic_ntk
 from longrope_opt.rope._methods import longrope_attention_scale
@@ -24,6 +26,9 @@ from longrope_opt.rope._methods import ntk
 from longrope_opt.rope._methods import pi
 from longrope_opt.rope._methods import yarn
 from longrope_opt.rope._methods import yarn_attention_scale
+from longrope_opt.rope._native import ROPE_TYPES
+from longrope_opt.rope._native import NativeRope
+from longrope_opt.rope._native import native_rope
 from longrope_opt.rope._spec import RopeScaling
 from longrope_opt.rope._spec import RopeSpec
 from longrope_opt.rope._stages import ShortLongScaling
@@ -65,6 +70,11 @@ def attention_scale_for(rule: str, spec: RopeSpec, target_length: int) -> float:
 __all__ = [
     "ATTENTION_RULES",
     "METHODS",
+    "NativeRope",
+    "ROPE_TYPES",
+    "extended_layer_types",
+    "is_local",
+    "native_rope",
     "RopeScaling",
     "RopeSpec",
     "ShortLongScaling",

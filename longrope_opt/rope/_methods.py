@@ -6,6 +6,10 @@ them comparable, lets them seed the LongRoPE search, and needs one patching path
 
 Notation: d = rotary_dim, i = 0 … d/2−1, θ_i = base^(−2i/d), L = trained length, L' = target
 length, s = L'/L.
+
+Every method acts on top of the checkpoint's own RoPE (`RopeSpec.native_factors`): s counts from
+its trained length, and YaRN's ramp and the critical dimension read its own frequencies, so PI,
+NTK and YaRN on a Llama 3.1 (``llama3``, trained to 128k) are the 128k model extended further.
 """
 
 from __future__ import annotations
@@ -115,12 +119,8 @@ def yarn(
         truncate: Round the ramp bounds to whole dimensions, as transformers does by default.
     """
     s = spec.scale(target_length)
-    d, base, L = spec.rotary_dim, spec.base, spec.original_length
-
-    def correction_dim(rotations: float) -> float:
-        return d * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    d = spec.rotary_dim
+    low, high = _correction_dim(spec, beta_fast), _correction_dim(spec, beta_slow)
     if truncate:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, d - 1)
@@ -133,6 +133,31 @@ def yarn(
     return RopeScaling(factors, 0, t, method="yarn")
 
 
+def _correction_dim(spec: RopeSpec, rotations: float) -> float:
+    """The (fractional) index i at which frequency i turns `rotations` times over L.
+
+    For the default RoPE this is transformers' ``find_correction_dim``, the closed form of
+    r_i = L·θ_i/2π = rotations. On top of a native scaling (ν ≠ 1) the checkpoint's own
+    frequencies θ_i/ν_i are not geometric: ln r_i is interpolated linearly between indices,
+    which is the closed form again wherever ν is constant.
+    """
+    d, L = spec.rotary_dim, spec.original_length
+    if not spec.native_factors:
+        return d * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(spec.base))
+    log_r = np.log(L * spec.inv_freq() / (2 * math.pi))  # decreasing in i
+    target = math.log(rotations)
+    i = np.arange(log_r.size, dtype=np.float64)
+    # np.interp needs increasing x: interpolate i as a function of −ln r (extrapolated linearly)
+    x = -log_r
+    if target <= log_r[-1]:
+        slope = (i[-1] - i[-2]) / (x[-1] - x[-2])
+        return float(i[-1] + slope * (-target - x[-1]))
+    if target >= log_r[0]:
+        slope = (i[1] - i[0]) / (x[1] - x[0])
+        return float(i[0] + slope * (-target - x[0]))
+    return float(np.interp(-target, x, i))
+
+
 def critical_dimension(spec: RopeSpec) -> int:
     """The first λ index whose rotation period exceeds the trained length (LongRoPE2, Eq. 7).
 
@@ -141,11 +166,15 @@ def critical_dimension(spec: RopeSpec) -> int:
     on, angles past L are new, and those are the dimensions an extension must rescale. In
     dimension units LongRoPE2 writes d_tcd = 2⌈(d/2)·log_base(L/2π)⌉; this returns the index,
     counted exactly (a period equal to L has been fully seen). ``n_factors`` when every period
-    fits in L.
+    fits in L. On top of a native scaling the periods are the checkpoint's own (2π·ν_i/θ_i) and L
+    its trained length.
 
     Examples: Llama-2 (base 1e4, d 128, L 4096) → 46; SmolLM2 (base 1e5, d 64, L 8192) → 20.
     """
     i = np.arange(spec.n_factors, dtype=np.float64)
-    periods = 2 * math.pi * spec.base ** (2 * i / spec.rotary_dim)
+    if spec.native_factors:  # the checkpoint's own frequencies θ_i/ν_i
+        periods = 2 * math.pi / spec.inv_freq()
+    else:
+        periods = 2 * math.pi * spec.base ** (2 * i / spec.rotary_dim)
     beyond = np.flatnonzero(periods > spec.original_length)
     return int(beyond[0]) if beyond.size else spec.n_factors

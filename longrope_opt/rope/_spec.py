@@ -9,6 +9,7 @@ multiplied by t for n ≥ n̂ only. This is the representation transformers' `lo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from dataclasses import field
@@ -24,18 +25,33 @@ from longrope_opt.errors import InvalidArgumentError
 class RopeSpec:
     """The rotary embedding of a pretrained model, read from its config.
 
+    A spec describes the model *as loaded*: its own RoPE scaling (``llama3``, ``yarn``,
+    ``longrope``, ... ) is the native factors ν, and every `RopeScaling` applied to the model acts
+    on top of them (frequency i runs at θ_i / (ν_i · λ_i), cos/sin scaled by the native scale × t).
+    The identity scaling is the checkpoint as loaded.
+
     Attributes:
         head_dim: Size of one attention head.
         base: RoPE base θ (``rope_theta``); θ_i = base^(−2i/rotary_dim).
-        original_length: Context length the model was trained at (L).
+        original_length: The trained length L: the window the checkpoint was trained or fine-tuned
+            to (``max_position_embeddings``; see `longrope_opt.rope._native`). An extension's
+            ratio is s = L' / L.
         rotary_dim: Number of rotated channels per head (``head_dim * partial_rotary_factor``).
             Defaults to ``head_dim``.
+        native_factors: ν, the checkpoint's own factors relative to θ_i (empty: all ones, the
+            default RoPE).
+        native_attention: The checkpoint's own attention scale (transformers'
+            ``attention_scaling``; 1 for the default RoPE).
+        rope_type: The checkpoint's rope type, for tables and messages.
     """
 
     head_dim: int
     base: float
     original_length: int
     rotary_dim: int = 0
+    native_factors: tuple[float, ...] = ()
+    native_attention: float = 1.0
+    rope_type: str = "default"
 
     def __post_init__(self) -> None:
         if not isinstance(self.head_dim, int) or self.head_dim < 2:
@@ -55,11 +71,39 @@ class RopeSpec:
             raise InvalidArgumentError(
                 f"`original_length` must be an integer >= 1, got {self.original_length!r}."
             )
+        native = tuple(float(x) for x in self.native_factors)
+        if native and (len(native) != rd // 2 or not all(math.isfinite(x) and x > 0 for x in native)):
+            raise InvalidArgumentError(
+                f"`native_factors` must hold rotary_dim // 2 = {rd // 2} finite numbers > 0, "
+                f"got {len(native)} values."
+            )
+        if native and all(x == 1.0 for x in native):
+            native = ()  # one spelling of the default RoPE, so equal specs compare equal
+        object.__setattr__(self, "native_factors", native)
+        t = float(self.native_attention)
+        if not (math.isfinite(t) and t > 0):
+            raise InvalidArgumentError(f"`native_attention` must be a finite number > 0, got {t}.")
+        object.__setattr__(self, "native_attention", t)
 
     @property
     def n_factors(self) -> int:
         """How many factors a rescale vector has (one per rotary frequency, ``rotary_dim // 2``)."""
         return self.rotary_dim // 2
+
+    @property
+    def is_native_default(self) -> bool:
+        """Whether the checkpoint runs the plain RoPE (ν = 1, native scale 1)."""
+        return not self.native_factors and self.native_attention == 1.0
+
+    def native(self) -> npt.NDArray[np.float64]:
+        """ν as an array (ones for the default RoPE), shape (n_factors,)."""
+        if not self.native_factors:
+            return np.ones(self.n_factors)
+        return np.array(self.native_factors, dtype=np.float64)
+
+    def raw(self) -> RopeSpec:
+        """The same RoPE without its native scaling (θ_i = base^(−2i/d), scale 1)."""
+        return RopeSpec(self.head_dim, self.base, self.original_length, self.rotary_dim)
 
     def scale(self, target_length: int) -> float:
         """The extension ratio s = L' / L, validated to be > 1."""
@@ -73,53 +117,43 @@ class RopeSpec:
             )
         return target_length / self.original_length
 
-    def inv_freq(self) -> npt.NDArray[np.float64]:
-        """Unscaled inverse frequencies θ_i = base^(−2i/rotary_dim), float64, shape (n_factors,)."""
+    def raw_inv_freq(self) -> npt.NDArray[np.float64]:
+        """θ_i = base^(−2i/rotary_dim), float64, shape (n_factors,)."""
         exponents = np.arange(0, self.rotary_dim, 2, dtype=np.float64) / self.rotary_dim
         return 1.0 / (self.base**exponents)
 
-    @classmethod
-    def from_config(cls, config: Any) -> RopeSpec:
-        """Read the spec from a transformers config (v5 ``rope_parameters`` or v4 ``rope_scaling``).
+    def inv_freq(self) -> npt.NDArray[np.float64]:
+        """The checkpoint's inverse frequencies θ_i / ν_i (float64): the identity's frequencies."""
+        return self.raw_inv_freq() / self.native()
 
-        The trained length is ``rope_parameters["original_max_position_embeddings"]`` when present
-        (a model already extended with yarn/longrope), else the Phi-3 style top-level
-        ``original_max_position_embeddings``, else ``max_position_embeddings``.
+    @classmethod
+    def from_config(cls, config: Any, *, trained_length: int | None = None) -> RopeSpec:
+        """Read the spec of a checkpoint from its transformers config.
+
+        Handles every rope type of `longrope_opt.rope.ROPE_TYPES` (its native factors and attention
+        scale), per-layer-type RoPE (the spec of the layers an extension rescales: see
+        `extended_layer_types`), partial rotary, multi-head latent attention (``qk_rope_head_dim``)
+        and the GPT-J/CodeGen configs (``rotary_dim``, base 10000).
 
         Args:
             config: A ``transformers.PretrainedConfig`` (duck-typed: no transformers import here).
-
-        Returns:
-            The spec.
+            trained_length: Override of the trained length (the window the checkpoint was
+                trained or fine-tuned to), when the config does not say it.
 
         Raises:
             InvalidArgumentError: The config has no RoPE base or no length.
+            UnsupportedModelError: A rope type this version does not know.
         """
-        params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
-        params = dict(params) if isinstance(params, dict) else {}
-        base = params.get("rope_theta", getattr(config, "rope_theta", None))
-        if base is None:
+        from longrope_opt.rope._config import read_rope
+
+        spec = read_rope(config)
+        if trained_length is None:
+            return spec
+        if isinstance(trained_length, bool) or not isinstance(trained_length, int) or trained_length < 1:
             raise InvalidArgumentError(
-                f"config of model type {getattr(config, 'model_type', '?')!r} has no `rope_theta`."
+                f"`trained_length` must be an integer >= 1, got {trained_length!r}."
             )
-        n_heads = getattr(config, "num_attention_heads", None)
-        head_dim = getattr(config, "head_dim", None) or (config.hidden_size // n_heads)
-        partial = params.get(
-            "partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0
-        )
-        original = (
-            params.get("original_max_position_embeddings")
-            or getattr(config, "original_max_position_embeddings", None)
-            or getattr(config, "max_position_embeddings", None)
-        )
-        if original is None:
-            raise InvalidArgumentError("config has no `max_position_embeddings`.")
-        return cls(
-            head_dim=int(head_dim),
-            base=float(base),
-            original_length=int(original),
-            rotary_dim=int(int(head_dim) * float(partial)),
-        )
+        return dataclasses.replace(spec, original_length=trained_length)
 
 
 @dataclass(frozen=True)
@@ -193,7 +227,7 @@ class RopeScaling:
         return self
 
     def inv_freq(self, spec: RopeSpec) -> npt.NDArray[np.float64]:
-        """Rescaled inverse frequencies θ_i / λ_i (float64), the quantity transformers stores."""
+        """Rescaled inverse frequencies θ_i / (ν_i·λ_i) (float64): what the patched model runs."""
         self.check(spec)
         return spec.inv_freq() / self.factors
 

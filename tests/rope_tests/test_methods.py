@@ -106,7 +106,7 @@ def test_target_length_must_exceed_trained_length(target: int) -> None:
         pi(SMOL, target)
 
 
-def test_spec_from_config_partial_rotary_and_original_length() -> None:
+def test_spec_from_config_partial_rotary_and_trained_length() -> None:
     pytest.importorskip("transformers")
     from transformers import Phi3Config
 
@@ -118,12 +118,16 @@ def test_spec_from_config_partial_rotary_and_original_length() -> None:
         partial_rotary_factor=0.5,
     )
     spec = RopeSpec.from_config(config)
+    # A default-RoPE checkpoint reads max_position_embeddings as loaded: that is its trained
+    # length, whatever it was pretrained at before (the pre-extension length is not the base).
     assert (spec.head_dim, spec.rotary_dim, spec.n_factors, spec.original_length) == (
         16,
         8,
         4,
-        1024,
+        4096,
     )
+    assert spec.is_native_default
+    assert RopeSpec.from_config(config, trained_length=1024).original_length == 1024
 
 
 def test_scaling_roundtrip_and_hash() -> None:

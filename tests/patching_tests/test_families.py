@@ -1,0 +1,208 @@
+"""The family matrix: every RoPE family of the installed transformers, supported exactly or refused.
+
+Per supported family, on a tiny random model built from its own config (`tests/families.py`),
+at a length past its trained one:
+- the identity scaling is the model as loaded, bit for bit;
+- the RoPE reaches the attention (PI changes the logits: no vacuous pass);
+- PI and YaRN patches equal transformers' own ``linear`` / ``yarn`` rope types (where the family's
+  config takes them) within fp32 rounding (the patch divides once by ν·λ, transformers in two
+  steps: ≤ 1e-5 on these logits);
+- searched factors exported (`export_model`) and reloaded give the patched logits (vanilla
+  transformers, or our loader where the family has no rope types);
+- the spec read from the config has the module's frequencies.
+Per refused family: `check_supported` raises `UnsupportedModelError` from the config alone.
+`docs/families.md` is the table these tests read (`python -m tests.families` writes it).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.models import export_model
+from longrope_opt.models import exported_spec
+from longrope_opt.models import read_export
+from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.patching import check_supported
+from longrope_opt.patching import install_rope_scaling
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+from longrope_opt.rope import extended_layer_types
+from longrope_opt.rope import pi
+from longrope_opt.rope import yarn
+from tests.families import SEQ
+from tests.families import VOCAB
+from tests.families import build
+from tests.families import config_of
+from tests.families import families
+from tests.families import family_table
+from tests.families import is_refused
+from tests.families import logits
+from tests.families import tiny_config
+
+
+FAMILIES = {f.name: f for f in families()}
+SUPPORTED = sorted(n for n, f in FAMILIES.items() if not is_refused(f))
+REFUSED_FAMILIES = sorted(n for n, f in FAMILIES.items() if is_refused(f))
+
+
+def _ids(seed: int = 0) -> torch.Tensor:
+    return torch.randint(3, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(seed))
+
+
+def _text(config):
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
+def _with_rope_type(config, **params):
+    """A copy of `config` whose extended layers run transformers' rope type `params`."""
+    new = copy.deepcopy(config)
+    text = _text(new)
+    extended = extended_layer_types(text)
+    if extended:
+        per_layer = dict(text.rope_parameters)
+        for layer_type in extended:
+            per_layer[layer_type] = {**per_layer[layer_type], **params}
+        text.rope_parameters = per_layer
+    else:
+        text.rope_parameters = {**text.rope_parameters, **params}
+    if "original_max_position_embeddings" in params and hasattr(text, "original_max_position_embeddings"):
+        text.original_max_position_embeddings = params["original_max_position_embeddings"]  # Phi-3
+    return new
+
+
+#: Rope-parameter keys of the scaled rope types (a default-RoPE variant drops them).
+SCALING_KEYS = {"factor", "low_freq_factor",
+                "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+                "attention_factor", "short_factor", "long_factor", "truncate", "type",
+                "short_mscale", "long_mscale"}  # fmt: skip
+
+
+def _as_default(config):
+    """A copy of `config` whose extended layers run the plain RoPE (the reference that
+    transformers' ``linear`` / ``yarn`` types and our PI / YaRN both rescale)."""
+    new = copy.deepcopy(config)
+    text = _text(new)
+
+    def plain(params):
+        return {k: v for k, v in params.items() if k not in SCALING_KEYS} | {"rope_type": "default"}
+
+    extended = extended_layer_types(text)
+    if extended:
+        per_layer = dict(text.rope_parameters)
+        for layer_type in extended:
+            per_layer[layer_type] = plain(per_layer[layer_type])
+        text.rope_parameters = per_layer
+    else:
+        text.rope_parameters = plain(text.rope_parameters)
+    return new
+
+
+def _same_weights(family, config, model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = family.causal_lm(config).eval()
+    reference.load_state_dict(model.state_dict())
+    return reference
+
+
+def test_every_family_is_supported_or_refused() -> None:
+    assert len(FAMILIES) >= 100
+    assert len(SUPPORTED) >= 100, f"{len(SUPPORTED)} supported: {REFUSED_FAMILIES}"
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_supported_family_is_exact(name: str) -> None:
+    family = FAMILIES[name]
+    config = tiny_config(family)
+    model = build(family, config)
+    spec = RopeSpec.from_config(_text(config))
+    ids = _ids()
+    ref = logits(model, ids)
+    with apply_rope_scaling(model, RopeScaling(np.ones(spec.n_factors))):
+        assert torch.equal(logits(model, ids), ref)  # the model as loaded, bit for bit
+    target = 2 * spec.original_length
+    with apply_rope_scaling(model, pi(spec, target)):
+        ours_pi = logits(model, ids)
+    assert not torch.allclose(ours_pi, ref, atol=1e-6), "the RoPE does not reach the attention"
+    if getattr(_text(config), "rope_parameters", None) is not None:
+        # transformers' linear / yarn rescale the plain RoPE: compare on a default-RoPE twin
+        config = _as_default(config)
+        model = _same_weights(family, config, model)
+        spec = RopeSpec.from_config(_text(config))
+        target = 2 * spec.original_length
+        try:
+            with apply_rope_scaling(model, pi(spec, target)):
+                ours_pi = logits(model, ids)
+        except UnsupportedModelError:  # the family has no valid plain-RoPE twin (Mistral 4)
+            return
+        s = target / spec.original_length
+        linear = _same_weights(family, _with_rope_type(config, rope_type="linear", factor=s), model)
+        torch.testing.assert_close(logits(linear, ids), ours_pi, atol=1e-5, rtol=0)
+        params = _text(config).rope_parameters
+        if "llama_4_scaling_beta" in str(params):
+            return  # its yarn's original_max_position_embeddings also sets an attention temperature
+        with apply_rope_scaling(model, yarn(spec, target)):
+            ours_yarn = logits(model, ids)
+        theirs = _with_rope_type(config, rope_type="yarn", factor=s,
+                                 original_max_position_embeddings=spec.original_length)  # fmt: skip
+        torch.testing.assert_close(logits(_same_weights(family, theirs, model), ids), ours_yarn,
+                                   atol=1e-5, rtol=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_supported_family_exports_what_it_patched(name: str, tmp_path: Path) -> None:
+    family = FAMILIES[name]
+    model = build(family)
+    spec = RopeSpec.from_config(_text(model.config))
+    rng = np.random.default_rng(3)
+    scaling = RopeScaling(np.sort(rng.uniform(1.0, 4.0, spec.n_factors)), 0, 1.1)
+    # past the trained length, where the export switches to the long factors
+    ids = torch.randint(3, VOCAB, (1, spec.original_length + 16),
+                        generator=torch.Generator().manual_seed(1))  # fmt: skip
+    with apply_rope_scaling(model, scaling):
+        ours = logits(model, ids)
+    out = export_model(model, None, tmp_path / "m", scaling, target_length=4 * spec.original_length)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = family.causal_lm.from_pretrained(out).eval()
+    exported = read_export(loaded.config)
+    if loaded.config.longrope_opt["requires_loader"]:  # what load_model does
+        install_rope_scaling(loaded, exported, spec=exported_spec(loaded.config))
+    torch.testing.assert_close(logits(loaded, ids), ours, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_spec_has_the_module_frequencies(name: str) -> None:
+    family = FAMILIES[name]
+    model = build(family)
+    spec = check_supported(model.config)
+    rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    for module in rotary:
+        types = getattr(module, "rope_type", None)
+        extended = [t for t in types if t in extended_layer_types(_text(model.config))] if isinstance(types, dict) else [None]  # noqa: E501
+        for layer_type in extended:
+            name_ = f"{layer_type}_inv_freq" if layer_type else "inv_freq"
+            inv = getattr(module, name_, None)
+            if inv is None:  # GPT-J / CodeGen: a table, checked by the logits above
+                continue
+            np.testing.assert_allclose(spec.inv_freq(), inv.double().numpy(), rtol=2e-6)
+
+
+@pytest.mark.parametrize("name", REFUSED_FAMILIES)
+def test_refused_family_fails_from_its_config(name: str) -> None:
+    config = config_of(FAMILIES[name])  # the config alone, as from_pretrained reads it
+    with pytest.raises(UnsupportedModelError, match="model type"):
+        check_supported(config)
+
+
+def test_docs_table_is_current() -> None:
+    path = Path(__file__).resolve().parents[2] / "docs" / "families.md"
+    assert path.read_text() == family_table(), "run: python -m tests.families > docs/families.md"
