@@ -89,14 +89,15 @@ def tiny_model() -> Callable[..., Any]:
     return build_tiny_model
 
 
-def save_tiny_model_dir(path: Any, family: str = "llama", seed: int = 0) -> str:
-    """A tiny model plus a word-level tokenizer (words ``w0 … w127``) saved as a model directory."""
+def save_tiny_model_dir(path: Any, family: str = "llama", seed: int = 0, **overrides: Any) -> str:
+    """A tiny model plus a word-level tokenizer (words ``w0 … w127``) saved as a model directory
+    (`overrides` go to its config, e.g. a native ``rope_parameters``)."""
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
     from transformers import PreTrainedTokenizerFast
 
-    model = build_tiny_model(family, seed=seed)
+    model = build_tiny_model(family, seed=seed, **overrides)
     model.save_pretrained(path)
     vocab = {f"w{i}": i for i in range(128)}
     backend = Tokenizer(WordLevel(vocab, unk_token="w0"))

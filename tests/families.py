@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+
 #: Trained length of every tiny model: forwards of `SEQ` tokens read past it.
 TRAINED = 32
 SEQ = 48

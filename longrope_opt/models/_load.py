@@ -97,7 +97,8 @@ def load_model(
 
     Raises:
         ModelLoadError: Missing file/directory, or the hub is needed and unreachable.
-        UnsupportedModelError: The model has no rotary position embedding.
+        UnsupportedModelError: The model has no rotary position embedding, or its family is
+            refused (`longrope_opt.patching.REFUSED`): from its config, before the weights load.
         InvalidArgumentError: Bad `dtype` or `attn`.
     """
     _check_choice("dtype", dtype, DTYPES)
@@ -109,6 +110,7 @@ def load_model(
     from transformers import AutoTokenizer
 
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
+    from longrope_opt.patching import check_supported
     from longrope_opt.patching import find_rotary_modules
     from longrope_opt.patching import fuse_elementwise
     from longrope_opt.patching import install_rope_scaling
@@ -129,6 +131,9 @@ def load_model(
     requested = attn
     attn = choose_attention(device, attn)  # the path's own attention is set once it is chosen
     source, gguf_file = _resolve(name_or_path)
+    config = read_config(name_or_path)
+    if config is not None:
+        check_supported(config)  # a refused family fails here, before any weight is read
     start = time.perf_counter()
     logger.info("loading %s (%s, %s) ...", name_or_path, dtype, attn)
     extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
@@ -149,6 +154,7 @@ def load_model(
             raise UnsupportedModelError(f"`model` {name_or_path!r}: {first}") from exc
         raise
     find_rotary_modules(model)  # fail now, with the model type, if there is no RoPE
+    check_supported(model.config)
     exported = read_export(model.config)
     if exported is not None and (needs_loader(exported) or _requires_loader(model.config)):
         # An export with n̂ > 0: transformers built the RoPE without it; install the exact one.

@@ -17,10 +17,10 @@ from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._compat import keep_rope_fp32
 from longrope_opt.patching._compat import restore_rope_fp32
 from longrope_opt.patching._compile import fuse_elementwise
-from longrope_opt.patching._families import REFUSED
-from longrope_opt.patching._families import check_supported
 from longrope_opt.patching._compile import is_fused
 from longrope_opt.patching._compile import unfuse_elementwise
+from longrope_opt.patching._families import REFUSED
+from longrope_opt.patching._families import check_supported
 from longrope_opt.patching._prefix import PREFIX_ATTENTION
 from longrope_opt.patching._prefix import SharedPrefix
 from longrope_opt.patching._prefix import can_share_prefix

@@ -169,7 +169,7 @@ def _own_forward(module: nn.Module) -> Callable[..., Any]:
     # What the module runs now: an installed forward (an export's exact RoPE), else its class's.
     current = module.__dict__.get("forward", _MISSING)
     if current is not _MISSING:
-        return current  # type: ignore[return-value]
+        return current
     return types.MethodType(type(module).forward, module)
 
 

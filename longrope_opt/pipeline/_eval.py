@@ -19,6 +19,7 @@ from longrope_opt.models import load_model
 from longrope_opt.models import read_config
 from longrope_opt.objectives import evaluate_passkey
 from longrope_opt.objectives import evaluate_perplexity
+from longrope_opt.patching import check_supported
 from longrope_opt.rope import METHODS
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import get_method
@@ -132,7 +133,7 @@ def compare_methods(
     check_source(corpus)
     pre = read_config(model)  # factors and studies are checked before the weights load
     if pre is not None:
-        _searched(factors, study_name, storage, RopeSpec.from_config(pre))
+        _searched(factors, study_name, storage, check_supported(pre))
     lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn, fuse=fuse)
     spec = RopeSpec.from_config(lm.config)
     plain = (getattr(lm.config, "rope_parameters", None) or {}).get("rope_type", "default") == "default"

@@ -36,10 +36,14 @@ def write_report(
         verdict: The headline (what the summary line says).
         shipped: ``(what, where)`` of every exported artifact, first the one to use.
     """
+    records = lambda_records(study)
+    native = records.get("native")
+    on_top = (f" (relative to the checkpoint's own {html.escape(native)} RoPE: λ = 1 is the model "
+              "as loaded)") if native else ""  # fmt: skip
     figures = [
         validation_figure(summary.to_dict()).to_html(full_html=False, include_plotlyjs=True,
                                                     div_id="validation-figure"),
-        lambda_curve_figure(lambda_records(study)).to_html(full_html=False,
+        lambda_curve_figure(records).to_html(full_html=False,
                                                             include_plotlyjs=False,
                                                             div_id="lambda-figure"),
     ]  # fmt: skip
@@ -65,7 +69,7 @@ td {{ padding: .2rem .8rem; }}
 <pre id="table">{html.escape(table)}</pre>
 <h2>Validation figure</h2>
 {figures[0]}
-<h2>Rescale factors λ: the study's seeds and the shipped winner</h2>
+<h2>Rescale factors λ: the study's seeds and the shipped winner{on_top}</h2>
 {figures[1]}
 </body></html>
 """

@@ -25,7 +25,7 @@ from longrope_opt.files import write_text_atomic
 from longrope_opt.models import load_model
 from longrope_opt.models import load_tokenizer
 from longrope_opt.models import read_config
-from longrope_opt.rope import RopeSpec
+from longrope_opt.patching import check_supported
 from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
 from longrope_opt.studies import record
@@ -125,7 +125,7 @@ def validate_candidates(
         lengths = lengths or [16384]
     config = read_config(model)
     if config is not None:  # a length inside the trained window has no classic extension
-        trained = RopeSpec.from_config(config).original_length
+        trained = check_supported(config).original_length  # a refused family: one line
         inside = [n for n in lengths if n <= trained]
         if inside:
             raise InvalidArgumentError(

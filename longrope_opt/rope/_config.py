@@ -44,12 +44,15 @@ def per_layer_params(config: Any) -> dict[str, dict[str, Any] | None] | None:
 
 
 def extended_layer_types(config: Any) -> tuple[str, ...]:
-    """The layer types an extension rescales: every non-local one (empty for a single RoPE).
+    """The layer types an extension rescales: every non-local one with a RoPE (empty for a single
+    RoPE). A multimodal config answers for its language model.
 
     Raises:
         UnsupportedModelError: The non-local layer types run different RoPEs (one spec cannot
-            describe them), or every layer type is local.
+            describe them), or none of them has a RoPE.
     """
+    text = getattr(config, "get_text_config", None)
+    config = text() if callable(text) else config
     per_layer = per_layer_params(config)
     if per_layer is None:
         return ()
@@ -93,15 +96,18 @@ def _attr(config: Any, name: str) -> Any:
         return None
 
 
-def read_rope(config: Any) -> Any:
-    """The `RopeSpec` of a checkpoint (see `RopeSpec.from_config`)."""
-    from longrope_opt.rope._spec import RopeSpec
-
+def read_rope(config: Any) -> dict[str, Any]:
+    """The fields of a checkpoint's `RopeSpec` (see `RopeSpec.from_config`, which builds it)."""
+    text = getattr(config, "get_text_config", None)  # multimodal: the language model's config
+    config = text() if callable(text) else config
     model_type = _model_type(config)
     params = _params(config)
     base = params.get("rope_theta", FIXED_BASE.get(model_type))
     if base is None:
-        raise InvalidArgumentError(f"config of model type {model_type!r} has no `rope_theta`.")
+        raise UnsupportedModelError(
+            f"`model` of type {model_type!r} has no rotary position embedding (its config names no "
+            "`rope_theta`); only RoPE models (Llama, Mistral, Qwen, Phi-3, ...) can be rescaled."
+        )
     n_heads = _attr(config, "num_attention_heads") or _attr(config, "n_head")
     hidden = _attr(config, "hidden_size") or _attr(config, "n_embd")
     # Latent attention (DeepSeek) rotates qk_rope_head_dim channels; its configs set head_dim
@@ -124,7 +130,7 @@ def read_rope(config: Any) -> Any:
     native = native_rope(
         params, rotary_dim=rotary, base=float(base), length=int(length), model_type=model_type
     )
-    return RopeSpec(
+    return dict(
         head_dim=int(head_dim),
         base=float(base),
         original_length=int(native.trained_length),

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope._config import read_rope
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,7 @@ class RopeSpec:
             InvalidArgumentError: The config has no RoPE base or no length.
             UnsupportedModelError: A rope type this version does not know.
         """
-        from longrope_opt.rope._config import read_rope
-
-        spec = read_rope(config)
+        spec = cls(**read_rope(config))
         if trained_length is None:
             return spec
         if isinstance(trained_length, bool) or not isinstance(trained_length, int) or trained_length < 1:

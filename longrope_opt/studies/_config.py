@@ -277,8 +277,10 @@ class SearchConfig:
             return str(path.resolve()) if path.exists() else value
 
         corpus = ",".join(absolute(part) for part in self.corpus.split(","))  # several sources
-        return dataclasses.replace(self, model=absolute(self.model), corpus=corpus,
-                                   base=absolute(self.base))  # fmt: skip
+        # "config" (search on top of the model's own RoPE, e.g. an export's factors) is what
+        # every search does now: the spec holds the checkpoint's RoPE, so no base is needed.
+        base = None if self.base == "config" else absolute(self.base)
+        return dataclasses.replace(self, model=absolute(self.model), corpus=corpus, base=base)
 
     def settle(
         self, stored: Any, model_config: Any, base: tuple[Any, int] | None = None

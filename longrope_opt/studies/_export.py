@@ -10,12 +10,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.files import write_text_atomic
-from longrope_opt.models import read_export
 from longrope_opt.models import rope_parameters
 from longrope_opt.rope import RopeScaling
 from longrope_opt.studies._winner import best_scaling
@@ -134,8 +134,9 @@ def resolve_base(
     """The base stage of a secondary search: its absolute factors and the length they extend to.
 
     Args:
-        source: ``"config"`` (the model's own ``longrope`` rope parameters, e.g. a fine-tuned
-            export: long factors and ``max_position_embeddings``), ``"study:NAME"`` (that
+        source: ``"config"`` (the model's own RoPE: the identity on top of it, since every
+            search acts on the checkpoint as loaded, e.g. a fine-tuned export's factors),
+            ``"study:NAME"`` (that
             study's best trial and target length, in `storage`), a JSON file written by
             ``longrope-opt export`` (needs ``target_length``), or a `base_record` dict.
         model_config: The loaded model's config (for ``"config"``).
@@ -168,20 +169,9 @@ def resolve_base(
 
 
 def _from_config(config: Any) -> tuple[RopeScaling, int]:
-    exported = read_export(config)
-    length = getattr(config, "max_position_embeddings", None)
-    if not isinstance(length, int):
-        raise InvalidArgumentError(
-            "`base` 'config' needs a model config with an integer `max_position_embeddings` (the "
-            f"length its factors reach), got {length!r}."
-        )
-    if exported is not None:
-        return exported.long, int(length)
-    params = getattr(config, "rope_parameters", None) or {}
-    if params.get("rope_type") != "longrope" or "long_factor" not in params:
-        raise InvalidArgumentError(
-            "`base` 'config' needs a model whose config has `longrope` rope parameters "
-            f"(e.g. an `export_model` directory), got rope type {params.get('rope_type')!r}."
-        )
-    t = params.get("attention_factor") or 1.0
-    return RopeScaling(params["long_factor"], 0, float(t), method="config"), int(length)
+    # The model's own RoPE (an export's factors included) is what every search acts on: the
+    # base stage "config" is the identity on top of it, reaching the model's trained length.
+    from longrope_opt.rope import RopeSpec
+
+    spec = RopeSpec.from_config(config)
+    return RopeScaling(np.ones(spec.n_factors), 0, 1.0, method="config"), spec.original_length

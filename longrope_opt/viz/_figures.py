@@ -33,10 +33,15 @@ def lambda_curve_figure(records: dict) -> Any:
             )
         )
     target = records.get("target_length")
+    native = records.get("native")
+    # λ act on top of the checkpoint's own RoPE: say which, so a flat λ = 1 reads as "as loaded"
+    on_top = f", on top of the checkpoint's own {native} RoPE" if native else ""
     fig.update_layout(
-        title=f"RoPE rescale factors λ per dimension{f' (target {target})' if target else ''}",
+        title=f"RoPE rescale factors λ per dimension{f' (target {target})' if target else ''}"
+        + on_top,
         xaxis_title="dimension pair i (high → low frequency)",
-        yaxis_title="λ_i (angle n·θ_i / λ_i)",
+        yaxis_title=f"λ_i (angle n·θ_i / (ν_i·λ_i), ν: {native})" if native
+        else "λ_i (angle n·θ_i / λ_i)",
         yaxis_type="log",
         template="plotly_white",
     )

@@ -28,7 +28,8 @@ def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ()) -> dict:
     Returns:
         ``{"target_length": L', "curves": {name: [λ_0, ...]}, "shipped": name}``: seeds are
         named ``"seed yarn-cd"``, the best trial ``"best (trial N)"``, the exported winner
-        ``"shipped: <rule> (trial N)"`` (``shipped`` names it; the best trial when it ships).
+        ``"shipped: <rule> (trial N)"`` (``shipped`` names it; the best trial when it ships);
+        ``"native"``: the rope type the λ act on top of (None for the plain RoPE).
     """
     spec = record.read_spec(study)
     curves: dict[str, list[float]] = {}
@@ -50,7 +51,8 @@ def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ()) -> dict:
     if winner.trial.number != best.number:
         shipped = f"shipped: {winner.rule} (trial {winner.trial.number})"
         curves[shipped] = [float(x) for x in winner.scaling.factors]
-    return {"target_length": target, "curves": curves, "shipped": shipped}
+    native = None if spec is None or spec.is_native_default else spec.rope_type
+    return {"target_length": target, "curves": curves, "shipped": shipped, "native": native}
 
 
 def generation_records(study: optuna.Study) -> list[dict[str, Any]]:

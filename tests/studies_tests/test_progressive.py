@@ -53,55 +53,59 @@ def test_two_stages_and_recovery_compose_into_one_vanilla_export(
     s1 = optuna.load_study(study_name="s1", storage=storage)
     stage1, _ = best_scaling(s1)
 
-    # Stage 2 on the stage-1 model: λ relative to its own factors, composed when evaluated.
+    # Stage 2 on the stage-1 model: its spec is the export (native = stage 1's factors, trained
+    # to 128), so λ are relative to it by construction; `--base config` says the same (kept for
+    # old commands) and is stored as no base.
     _search(
         str(stage1_dir), tiny_corpus, storage, "s2", 256, 6, "--base", "config", "--n-hat", "0"
     )
     s2 = optuna.load_study(study_name="s2", storage=storage)
-    assert SearchConfig.from_study(s2).base["length"] == 128
-    best2 = s2.best_trial
-    relative = np.array([best2.params[k] for k in sorted(best2.params) if k.startswith("lambda_")])
-    stage2, _ = best_scaling(s2)
-    np.testing.assert_array_equal(stage2.factors, stage1.factors * relative)
-    # A worker rebuilds the secondary search from the study alone (base included).
+    assert SearchConfig.from_study(s2).base is None
+    exported, _ = load_model(str(stage1_dir), dtype="float32")
+    spec1 = RopeSpec.from_config(exported.config)
+    assert spec1.original_length == 128 and spec1.rope_type == "longrope"
+    np.testing.assert_array_equal(spec1.native(), stage1.factors)
+    # A worker rebuilds the secondary search from the study alone.
     assert main(["worker", "--storage", storage, "--study-name", "s2", "--n-trials", "8",
                  "--dtype", "float32", "--no-fuse", "--heartbeat-interval", "0"]) == 0  # fmt: skip
     s2 = optuna.load_study(study_name="s2", storage=storage)
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     assert len(s2.get_trials(states=finished)) == 8
-    config = SearchConfig.from_study(s2)
-    assert config.base["length"] == 128 and config.base["factors"] == list(stage1.factors)
     best2 = s2.best_trial
-    relative = np.array([best2.params[k] for k in sorted(best2.params) if k.startswith("lambda_")])
-    stage2, _ = best_scaling(s2)
-    assert stage2.attention_scale == pytest.approx(np.sqrt(1 + np.log(4) / np.log(64)))
+    relative, _ = best_scaling(s2)
+    # t multiplies: the export's own (stage 1's rule at 2x) times stage 2's (at 2x of 128)
+    assert relative.attention_scale == pytest.approx(np.sqrt(1 + np.log(2) / np.log(128)))
+    assert spec1.native_attention == pytest.approx(np.sqrt(1 + np.log(2) / np.log(64)))
     # The stage-2 trial's value is the perplexity of the composed factors on the plain model.
     model, tokenizer = load_model(tiny_model_dir, dtype="float32")
     samples = load_samples(tiny_corpus, tokenizer, 256, 1, 0)
-    direct = evaluate_perplexity(model, samples, stage2).ppl
-    assert best2.value == pytest.approx(direct, rel=1e-6)
+    absolute = RopeScaling(stage1.factors * relative.factors, 0,
+                           spec1.native_attention * relative.attention_scale)  # fmt: skip
+    direct = evaluate_perplexity(model, samples, absolute).ppl
+    assert best2.value == pytest.approx(direct, rel=1e-5)
 
     # Short-context recovery on the stage-1 model, with the long factors' attention scale.
-    t = str(stage2.attention_scale)
+    t = str(relative.attention_scale)
     _search(str(stage1_dir), tiny_corpus, storage, "short", 64, 6,
             "--recovery", "--lambda-max", "1.1", "--n-hat", "0", "--attention", t)  # fmt: skip
     short, _ = best_scaling(optuna.load_study(study_name="short", storage=storage))
     assert short.factors.min() >= 1.0 and short.factors.max() <= 1.1
-    assert short.attention_scale == stage2.attention_scale
+    assert short.attention_scale == relative.attention_scale
 
     final_dir = tmp_path / "final"
     assert main(["export", "--storage", storage, "--study-name", "s2", "-o", str(tmp_path / "s2.json"),
                  "--short-study", "short", "--model-dir", str(final_dir), "--save-dtype", "float32"]) == 0  # fmt: skip
     params = json.loads((final_dir / "config.json").read_text())["rope_parameters"]
-    np.testing.assert_allclose(params["long_factor"], stage2.factors, rtol=0, atol=0)
-    np.testing.assert_allclose(params["short_factor"], short.factors, rtol=0, atol=0)
+    np.testing.assert_allclose(params["long_factor"], stage1.factors * relative.factors, rtol=1e-15)
+    np.testing.assert_allclose(params["short_factor"], stage1.factors * short.factors, rtol=1e-15)
     vanilla = AutoModelForCausalLM.from_pretrained(final_dir).eval()
-    pair = ShortLongScaling(short, stage2, RopeSpec.from_config(model.config).original_length)
+    pair = ShortLongScaling(short, relative, spec1.original_length)
     g = torch.Generator().manual_seed(0)
-    for length in (40, 64, 65, 250):
+    for length in (40, 128, 129, 250):
         ids = torch.randint(3, 128, (1, length), generator=g)
-        with apply_rope_scaling(model, pair):
-            assert torch.equal(_logits(vanilla, ids), _logits(model, ids)), length
+        with apply_rope_scaling(exported, pair):  # on the stage-1 model, as searched
+            torch.testing.assert_close(_logits(vanilla, ids), _logits(exported, ids),
+                                       atol=1e-5, rtol=0)  # fmt: skip
 
 
 def test_secondary_space_composes_and_seeds_relative() -> None:
