@@ -54,6 +54,10 @@ RETRIEVAL = NAMESPACE + "retrieval"
 PLAN = NAMESPACE + "plan"
 #: What the objective records about itself once (e.g. the needle prompts it built).
 OBJECTIVE = NAMESPACE + "objective"
+#: What `longrope_opt.extend` exported last: the folder, the files (size and mtime), the verdict,
+#: and what it was made from (finished trials, held-out text, margin), so a rerun with nothing
+#: left to do says so instead of measuring and writing it again.
+SHIPPED = NAMESPACE + "shipped"
 
 #: Keys of earlier releases, never written again (current key → legacy key).
 LEGACY = {
@@ -280,6 +284,16 @@ def read_plan(study: optuna.Study) -> dict[str, Any]:
 def write_plan(study: optuna.Study, plan: dict[str, Any]) -> None:
     """Record the plan `extend` sized (a rerun continues it instead of timing again)."""
     study.set_user_attr(PLAN, plan)
+
+
+def read_shipped(study: optuna.Study) -> dict[str, Any]:
+    """What `extend` exported last (empty: nothing yet)."""
+    return dict(_read(study, SHIPPED) or {})
+
+
+def write_shipped(study: optuna.Study, shipped: dict[str, Any]) -> None:
+    """Record what `extend` exported (see `SHIPPED`)."""
+    study.set_user_attr(SHIPPED, shipped)
 
 
 def study_documents(study: optuna.Study) -> list[str]:

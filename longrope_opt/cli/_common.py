@@ -246,3 +246,23 @@ def check_host(host: str, allow_remote: bool, *, what: str) -> bool:
             "127.0.0.1 and reach it through an SSH tunnel."
         )
     return remote
+
+
+def _margin(text: str) -> float:
+    value = text.strip()
+    try:
+        return float(value[:-1]) / 100.0 if value.endswith("%") else float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a fraction like 0.01 or a percentage like 1%, got {text!r}"
+        ) from None
+
+
+def add_margin_flag(group: Any) -> None:
+    """``--margin``: the practical margin on the perplexity ratio (None: the library's)."""
+    group.add_argument(
+        "--margin", type=_margin, default=None, metavar="M",
+        help="a ratio within [1 - M, 1 + M] is 'equivalent': no reason to ship searched factors "
+        "over the formula; 'dominates' needs the whole interval below 1 - M (e.g. 0.01 or 1%%; "
+        "default 1%%, what the compute path alone moves: see docs/results.md)",
+    )  # fmt: skip

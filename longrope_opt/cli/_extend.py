@@ -9,6 +9,7 @@ from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
 from longrope_opt.cli._common import add_fuse_flag
 from longrope_opt.cli._common import add_heartbeat_flag
+from longrope_opt.cli._common import add_margin_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import int_list
@@ -62,6 +63,7 @@ def add_parser(sub: Any) -> None:
                       help="the validation's text (default: --corpus; only documents no stage "
                       "read are used, too few is refused before the search starts)")  # fmt: skip
     text.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
+    add_margin_flag(text)
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
@@ -109,11 +111,17 @@ def run(args: argparse.Namespace) -> int:
                         storage=args.storage, study_name=args.study_name, device=args.device,
                         dtype=args.dtype, attn=args.attn, fuse=args.fuse,
                         heartbeat_interval=args.heartbeat_interval, seed=args.seed,
-                        graceful_interrupt=True, on_plan=show)  # fmt: skip
+                        graceful_interrupt=True, on_plan=show,
+                        **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "
               "continue.")  # fmt: skip
         return 130
+    if result.nothing_left:
+        print(f"nothing left to measure: study {result.study.study_name!r} holds its trials, "
+              f"guard and validation, and {args.out} holds what it wrote — {result.headline}")  # fmt: skip
+        print(f"load it: {result.load}")
+        return 0
     print("\n" + result.headline)
     for what, where in result.files:
         print(f"  {what}: {where}")

@@ -8,6 +8,7 @@ from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
+from longrope_opt.cli._common import add_margin_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import check_output_file
@@ -23,6 +24,8 @@ EXAMPLES = """examples:
   longrope-opt validate --study-name smol-32k --top 3 --factors mine.json --lengths 16k,32k
   # only the classic rows (measured once, reused by every later table in this storage)
   longrope-opt validate --corpus ./prose/ --lengths 16k --keys 20
+  # a table written with --output, judged again (another --margin, this version's rules): no model
+  longrope-opt validate --from-json t.json --margin 2%
 
 Every number is stored in the storage as it is made (keyed by model, text, length and
 scaling): a rerun measures nothing twice, and an interruption loses one forward at most.
@@ -69,6 +72,10 @@ def add_parser(sub: Any) -> None:
                       "yarn-cd,ntk-cd); the best of them is the reference")  # fmt: skip
     text.add_argument("--keys", type=int, default=20, metavar="N",
                       help="passkey prompts per length (default 20; 0: none)")  # fmt: skip
+    add_margin_flag(text)
+    text.add_argument("--from-json", default=None, metavar="FILE.json",
+                      help="judge a table written with --output again, measuring nothing (no "
+                      "model loads): its verdicts under this version's rules and --margin")  # fmt: skip
     text.add_argument("--output", default=None, metavar="PREFIX",
                       help="also write PREFIX.csv, .json, .html (figure) and .txt (the table)")  # fmt: skip
     machine = parser.add_argument_group("model and machine")
@@ -88,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     import optuna
 
     # the library's commands load torch; on use for the same reason
+    from longrope_opt.pipeline import rerender_validation
     from longrope_opt.pipeline import validate_candidates
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -95,12 +103,19 @@ def run(args: argparse.Namespace) -> int:
     lengths = int_list(args.lengths, name="lengths") if args.lengths else None
     if args.output:
         check_output_file(f"{args.output}.csv", flag="--output")
+    margin = {} if args.margin is None else {"margin": args.margin}
+    if args.from_json:
+        result = rerender_validation(args.from_json, output=args.output, **margin)
+        print(result.table)
+        if result.files:
+            print(f"wrote {args.output}.json and .txt")
+        return 0
     result = validate_candidates(
         args.study_name, args.factors, storage=args.storage, store=args.store, top=args.top,
         corpus=args.corpus, docs=args.docs, windows=args.windows, seed=args.seed,
         lengths=lengths, classic=classic, keys=args.keys, model=args.model, dtype=args.dtype,
         device=args.device, attn=args.attn, remeasure_other_paths=args.remeasure_other_paths,
-        output=args.output,
+        output=args.output, **margin,
     )  # fmt: skip
     print(result.table)
     print(f"\n{result.measured} measurements made now; the rest came from the storage.")

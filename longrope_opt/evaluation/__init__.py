@@ -15,10 +15,13 @@ candidate, `format_summary` / `summary_csv` / `summary_json` write it out
 from __future__ import annotations
 
 from longrope_opt.evaluation._report import CONTENDERS
+from longrope_opt.evaluation._report import DEFAULT_MARGIN
 from longrope_opt.evaluation._report import RETRIEVAL_ALPHA
 from longrope_opt.evaluation._report import VERDICTS
 from longrope_opt.evaluation._report import RowStats
 from longrope_opt.evaluation._report import Summary
+from longrope_opt.evaluation._report import check_margin
+from longrope_opt.evaluation._report import documents_needed
 from longrope_opt.evaluation._report import format_summary
 from longrope_opt.evaluation._report import summarize
 from longrope_opt.evaluation._report import summary_csv
@@ -44,6 +47,9 @@ from longrope_opt.evaluation._validate import validate
 
 __all__ = [
     "CLASSIC",
+    "DEFAULT_MARGIN",
+    "check_margin",
+    "documents_needed",
     "CONTENDERS",
     "RETRIEVAL_ALPHA",
     "STORE_STUDY",

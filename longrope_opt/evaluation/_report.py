@@ -3,17 +3,24 @@
 Each length's reference is its best classic row (lowest mean log perplexity over the documents).
 Every other row is paired with it: perplexity document by document (ratio = exp of the mean
 Δ log ppl, 95 % paired bootstrap interval over documents), passkeys prompt by prompt (exact sign
-test on the prompts only one of the two retrieves). A candidate's verdict:
+test on the prompts only one of the two retrieves). A candidate's verdict, with a practical
+margin m on the ratio (`DEFAULT_MARGIN`, the legend prints it):
 
-* **dominates**: lower perplexity at every length (the whole interval below 1) and retrieval not
-  worse at any;
-* **better perplexity but worse retrieval**: lower perplexity, but a retrieval loss somewhere;
-* **worse**: higher perplexity at some length (interval above 1), or a retrieval loss without a
-  perplexity gain;
-* **not distinguishable**: anything else.
+* **dominates**: lower perplexity by more than the margin at every length (the whole interval
+  below 1 − m) and retrieval not worse at any;
+* **better perplexity but worse retrieval**: lower by the margin, but a retrieval loss somewhere;
+* **worse**: higher perplexity by more than the margin at some length (interval above 1 + m), or
+  a retrieval loss without a perplexity gain;
+* **equivalent**: the whole interval inside [1 − m, 1 + m] at every length and retrieval not
+  worse — two one-sided tests at 2.5 % each: the formula is as good, and simpler to ship;
+* **not distinguishable**: anything else — too few documents to tell; the reason says about how
+  many would (`documents_needed`).
 
 With no passkeys measured a verdict speaks of perplexity only and says so (``perplexity only:
-lower``, never "dominates"). The reference is called the best classic method only when every
+lower``, never "dominates").
+
+Why a margin: a difference smaller than what the compute path alone moves is no reason to ship
+searched factors over a formula (`bench/results/margin.txt`). The reference is called the best classic method only when every
 classic row that can be best past the trained length was measured (`CONTENDERS`); otherwise
 the table says "best of the rows measured". A study candidate's ratio on the study's own
 documents (`Row.in_sample`) is printed beside its held-out ratio: the gap is the overfit.
@@ -34,15 +41,20 @@ from typing import Any
 
 import numpy as np
 
+from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation._stats import paired_bootstrap
 from longrope_opt.evaluation._stats import sign_test
 from longrope_opt.evaluation._stats import wilson
 from longrope_opt.evaluation._validate import Validation
 
 
-VERDICTS = ("dominates", "better perplexity but worse retrieval", "not distinguishable", "worse",
-            "perplexity only: lower", "perplexity only: not distinguishable",
+VERDICTS = ("dominates", "better perplexity but worse retrieval", "equivalent",
+            "not distinguishable", "worse", "perplexity only: lower",
+            "perplexity only: equivalent", "perplexity only: not distinguishable",
             "perplexity only: higher")  # fmt: skip
+#: The practical margin on the perplexity ratio (see the module docstring and
+#: `bench/results/margin.txt`): 1 %.
+DEFAULT_MARGIN = 0.01
 #: The classic rows that can be the best past the trained length (none and PI never are, on
 #: every table here): a reference chosen without all of them is not "the best classic".
 CONTENDERS = ("yarn", "yarn-cd", "ntk", "ntk-cd")
@@ -90,6 +102,7 @@ class Summary:
     reference: dict[int, str]
     stats: dict[int, dict[str, RowStats]]
     verdicts: dict[str, tuple[str, str]]
+    margin: float = DEFAULT_MARGIN
 
     @property
     def reference_kind(self) -> str:
@@ -117,11 +130,26 @@ class Summary:
                       for n, rows in self.stats.items()},  # fmt: skip
             "verdicts": {r: {"verdict": v, "why": why} for r, (v, why) in self.verdicts.items()},
             "reference_kind": self.reference_kind,
+            "margin": self.margin,
         }
 
 
-def summarize(validation: Validation, *, resamples: int = 4000, seed: int = 0) -> Summary:
-    """Pair every row with the best classic row at each length and judge the candidates."""
+def summarize(
+    validation: Validation, *, margin: float = DEFAULT_MARGIN, resamples: int = 4000, seed: int = 0
+) -> Summary:
+    """Pair every row with the best classic row at each length and judge the candidates.
+
+    Args:
+        validation: The measurements.
+        margin: The practical margin m on the perplexity ratio, in [0, 0.5): a ratio within
+            [1 − m, 1 + m] is no reason to prefer either row.
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+
+    Raises:
+        InvalidArgumentError: `margin` out of range.
+    """
+    check_margin(margin)
     v = validation
     reference: dict[int, str] = {}
     stats: dict[int, dict[str, RowStats]] = {}
@@ -147,24 +175,63 @@ def summarize(validation: Validation, *, resamples: int = 4000, seed: int = 0) -
                 keys=len(mine), wilson=wilson(sum(mine), len(mine)) if mine else None,
                 wins=wins, losses=losses, p=sign_test(wins, losses), paths=v.paths[n][r],
             )  # fmt: skip
-    verdicts = {r: _verdict(r, v.lengths, stats, reference) for r in v.rows if r not in v.classic}
-    return Summary(v, reference, stats, verdicts)
+    verdicts = {r: _verdict(r, v.lengths, stats, reference, margin)
+                for r in v.rows if r not in v.classic}  # fmt: skip
+    return Summary(v, reference, stats, verdicts, margin)
+
+
+def check_margin(margin: Any) -> float:
+    """`margin` as a float in [0, 0.5), or a one-line error naming it."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 0.5:
+        raise InvalidArgumentError(
+            f"`margin` must be a number in [0, 0.5) (a fraction of the perplexity ratio: 0.01 "
+            f"is 1 %), got {margin!r}."
+        )
+    return float(margin)
+
+
+def documents_needed(diffs: list[float], margin: float, *, z: float = 1.96) -> int | None:
+    """About how many documents would make the 95 % interval of the mean Δ log ppl clear the
+    nearest decisive bound (1 − m, 1 + m, or both sides of the equivalence band), from the
+    spread of `diffs` (normal approximation); None when the mean sits on a bound (no number
+    of documents settles it) or there is no spread to go by."""
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.size < 2 or not np.isfinite(d).all():
+        return None
+    sd, mean = float(d.std(ddof=1)), float(d.mean())
+    low, high = math.log(1.0 - margin), math.log(1.0 + margin)
+    if mean < low:
+        gap = low - mean  # to show "lower by the margin"
+    elif mean > high:
+        gap = mean - high  # to show "higher by the margin"
+    else:
+        gap = min(high - mean, mean - low)  # to show "inside the band"
+    if sd == 0.0 or gap <= 1e-6:
+        return None
+    return max(d.size + 1, math.ceil((z * sd / gap) ** 2))
 
 
 def _verdict(
-    row: str, lengths: list[int], stats: dict[int, dict[str, RowStats]], reference: dict[int, str]
+    row: str,
+    lengths: list[int],
+    stats: dict[int, dict[str, RowStats]],
+    reference: dict[int, str],
+    margin: float,
 ) -> tuple[str, str]:
-    better, worse, lost, parts = True, False, False, []
+    better, worse, equivalent, lost, parts = True, False, True, False, []
     measured = any(stats[n][row].keys for n in lengths)
+    needed: list[int | None] = []
     for n in lengths:
         s, ref = stats[n][row], reference[n]
         if s.interval is None:  # the candidate is the reference (a classic row can not be)
-            better = False
+            better = equivalent = False
             parts.append(f"{n}: is the reference")
             continue
         lo, hi = s.interval
-        better &= hi < 1.0
-        worse |= lo > 1.0
+        better &= hi < 1.0 - margin
+        worse |= lo > 1.0 + margin
+        equivalent &= lo >= 1.0 - margin and hi <= 1.0 + margin
+        needed.append(documents_needed(s.diffs, margin))
         part = f"{n}: ppl {s.ratio:.3f}x {ref} [{lo:.3f}, {hi:.3f}]"
         if s.keys:
             r = stats[n][ref]
@@ -175,6 +242,7 @@ def _verdict(
         parts.append(part)
     if not measured:  # no passkeys: nothing is known of retrieval
         verdict = ("perplexity only: lower" if better else "perplexity only: higher" if worse
+                   else "perplexity only: equivalent" if equivalent
                    else "perplexity only: not distinguishable")  # fmt: skip
     elif better and not lost:
         verdict = "dominates"
@@ -182,8 +250,14 @@ def _verdict(
         verdict = "better perplexity but worse retrieval"
     elif worse or lost:
         verdict = "worse"
+    elif equivalent:
+        verdict = "equivalent"
     else:
         verdict = "not distinguishable"
+    if verdict.endswith("not distinguishable"):
+        known = [k for k in needed if k is not None]
+        parts.append(f"to settle it: about {max(known)} documents" if known
+                     else "no number of documents settles it: the ratio sits at the margin")  # fmt: skip
     return verdict, "; ".join(parts)
 
 
@@ -223,6 +297,10 @@ def format_summary(summary: Summary) -> str:
     out.append(f"ppl: geometric mean over documents; ratio: exp(mean Δ log ppl) vs the reference, "
                f"95 % paired bootstrap over documents; passkey: retrieved/keys, paired with the "
                f"reference on the same prompts (exact sign test; a loss at p <= {RETRIEVAL_ALPHA}).")  # fmt: skip
+    m = summary.margin
+    out.append(f"margin m = {m:.1%} on the ratio: dominates / better need the whole interval below "
+               f"{1 - m:.3f}, worse above {1 + m:.3f}; equivalent: inside [{1 - m:.3f}, "
+               f"{1 + m:.3f}] with retrieval not worse (two one-sided tests at 2.5 %).")  # fmt: skip
     for r, (verdict, why) in summary.verdicts.items():
         source = v.sources.get(r, "")
         out.append(f"verdict {r}: {verdict} — {why}" + (f"  [{source}]" if source else ""))

@@ -83,6 +83,15 @@ class Validation:
             out[name] = {str(k): v for k, v in out[name].items()}
         return out
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Validation:
+        """Inverse of `to_dict` (a table's every number, read back to judge it again)."""
+        fields = dict(data)
+        for name in ("ppl", "passkey", "depths", "paths"):
+            fields[name] = {int(k): v for k, v in fields[name].items()}
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in fields.items() if k in known})
+
 
 def _bar(show: bool, total: float) -> Any:
 

@@ -29,6 +29,7 @@ from longrope_opt.pipeline._stages import Export
 from longrope_opt.pipeline._stages import Outcome
 from longrope_opt.pipeline._stages import Validate
 from longrope_opt.pipeline._validate import ValidationResult
+from longrope_opt.pipeline._validate import rerender_validation
 from longrope_opt.pipeline._validate import validate_candidates
 
 
@@ -53,6 +54,7 @@ __all__ = [
     "parse_budget",
     "search_forwards",
     "time_forward",
+    "rerender_validation",
     "validate_candidates",
     "write_report",
 ]

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
 from tqdm.auto import tqdm
 
 from longrope_opt import record
 from longrope_opt.data import check_source
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation import DEFAULT_MARGIN
+from longrope_opt.evaluation import check_margin
 from longrope_opt.objectives import evaluate_perplexity
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import make_plan
@@ -31,6 +34,8 @@ from longrope_opt.pipeline._plan import parse_budget
 from longrope_opt.pipeline._stages import Export
 from longrope_opt.pipeline._stages import Outcome
 from longrope_opt.pipeline._stages import Validate
+from longrope_opt.pipeline._stages import file_stamps
+from longrope_opt.pipeline._stages import finished_count
 from longrope_opt.pipeline._stages import headline
 from longrope_opt.pipeline._stages import held_out_documents
 from longrope_opt.studies import Guard
@@ -38,7 +43,9 @@ from longrope_opt.studies import Rerank
 from longrope_opt.studies import SearchConfig
 from longrope_opt.studies import Stage
 from longrope_opt.studies import Trials
+from longrope_opt.studies import make_storage
 from longrope_opt.studies import prepare
+from longrope_opt.studies import resolve_storage_url
 from longrope_opt.studies import run_stages
 
 
@@ -76,8 +83,11 @@ class ExtendResult:
         headline: The verdict line (what the CLI prints first).
         files: ``(what, path)`` of everything written, the one to use first.
         load: The one line that loads the model to use.
-        summary: The validation's `longrope_opt.evaluation.Summary`.
+        summary: The validation's `longrope_opt.evaluation.Summary` (None for a rerun that had
+            nothing left to do: `validation.json` in `out` holds it).
         seconds: Seconds each stage took in this call.
+        nothing_left: True when every stage was already in the study and the store and `out`
+            still held what was written: nothing was measured or written again.
     """
 
     study: Any
@@ -89,6 +99,7 @@ class ExtendResult:
     load: str
     summary: Any
     seconds: dict[str, float]
+    nothing_left: bool = False
 
 
 def extend(
@@ -108,6 +119,7 @@ def extend(
     fuse: bool = True,
     heartbeat_interval: int | None = 60,
     seed: int = 0,
+    margin: float = DEFAULT_MARGIN,
     progress: bool = True,
     graceful_interrupt: bool = False,
     on_plan: Callable[[Plan, bool], None] | None = None,
@@ -135,6 +147,9 @@ def extend(
         heartbeat_interval: Seconds between a running trial's heartbeats (None or 0: off): a
             trial whose process was killed is retried after two silent intervals.
         seed: Chooses the documents.
+        margin: The practical margin on the perplexity ratio: the searched winner ships only
+            when it beats the best classic row by more (`longrope_opt.evaluation.summarize`);
+            otherwise the formula is what the summary's load line points at.
         progress: Progress bars: one per stage and one overall, with an ETA.
         graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
         on_plan: Called with the plan (and whether it was read from the study) before any
@@ -147,6 +162,7 @@ def extend(
         InvalidArgumentError: Bad arguments, a budget too small for one trial, or too few
             held-out documents; all before any trial runs.
     """
+    check_margin(margin)
     seconds_budget = None if budget is None else parse_budget(budget)
     if seconds_budget is None and trials is None:
         seconds_budget = 3600.0
@@ -159,6 +175,11 @@ def extend(
         raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")
     config = extend_config(model, target_length, corpus=corpus, seed=seed)
     name = study_name or f"extend-{config.default_study_name()}"
+    context = {"held_out": held_out, "seed": seed, "margin": margin}
+    done = _already_shipped(storage, name, out, context)
+    if done is not None:
+        logger.info("nothing left to measure: %s", done.headline)
+        return done
     search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
                      attn=attn, fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip
     stored = record.read_plan(search.study)
@@ -179,8 +200,8 @@ def extend(
         Rerank(0),
         Guard(plan.guard_keys),
         Validate(held_out, plan.held_out_docs, plan.validation_keys, plan.classic, out, outcome,
-                 seed=seed),  # fmt: skip
-        Export(out, outcome),
+                 seed=seed, margin=margin),  # fmt: skip
+        Export(out, outcome, context),
     ]
     forwards = plan.forwards()
     overall = tqdm(total=round(sum(forwards.values()), 1), desc="extend", unit="fwd",
@@ -199,6 +220,33 @@ def extend(
         headline=headline(outcome), files=outcome.files,
         load=f"AutoModelForCausalLM.from_pretrained({model_dir!r})", summary=outcome.summary,
         seconds=seconds,
+    )  # fmt: skip
+
+
+def _already_shipped(
+    storage: Any, name: str, out: Path, context: dict[str, Any]
+) -> ExtendResult | None:
+    """The result of a finished `extend` when nothing is left to do: the study holds the trials
+    it exported from, the export was made for this folder, held-out text, seed and margin, and
+    every file it wrote is still there unchanged. None otherwise (then the stages run, and each
+    skips what its record says is done). Reads the study only: no model loads."""
+    try:
+        study = optuna.load_study(study_name=name, storage=make_storage(resolve_storage_url(storage)))
+    except KeyError:
+        return None
+    shipped, stored = record.read_shipped(study), record.read_plan(study)
+    if not shipped or not stored or shipped.get("out") != str(out.resolve()):
+        return None
+    if shipped.get("context") != context or shipped.get("trials") != finished_count(study):
+        return None
+    if any(file_stamps(Path(where)) != stamps for _, where, stamps in shipped["files"]):
+        return None
+    files = [(what, where) for what, where, _ in shipped["files"]]
+    return ExtendResult(
+        study=study, plan=Plan.from_dict(stored), verdict=shipped["verdict"],
+        reference=shipped["reference"], headline=shipped["headline"], files=files,
+        load=f"AutoModelForCausalLM.from_pretrained({files[0][1]!r})", summary=None,
+        seconds={}, nothing_left=True,
     )  # fmt: skip
 
 

@@ -13,9 +13,12 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from optuna.trial import TrialState
+
 from longrope_opt.data import load_samples
 from longrope_opt.errors import DataError
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import MeasurementStore
 from longrope_opt.evaluation import classic_rows
 from longrope_opt.evaluation import format_summary
@@ -46,6 +49,9 @@ class Outcome:
         verdict: The winner's verdict against the reference row.
         reference: The reference (best measured classic) row's name.
         files: ``(what, path)`` of everything written, the one to use first.
+        seed: The seed's name when the shipped winner is a seed trial (no searched candidate
+            beat it), else "".
+        why: The verdict's reason (ratios, passkeys, documents that would settle it).
     """
 
     summary: Any = None
@@ -53,6 +59,8 @@ class Outcome:
     verdict: str = ""
     reference: str = ""
     files: list[tuple[str, str]] = field(default_factory=list)
+    seed: str = ""
+    why: str = ""
 
 
 def held_out_documents(
@@ -86,6 +94,7 @@ class Validate:
     out: Path
     outcome: Outcome
     seed: int = 0
+    margin: float = DEFAULT_MARGIN
     name: str = "validate"
 
     def run(self, search: Search) -> None:
@@ -98,13 +107,15 @@ class Validate:
                               lengths=[length], store=store, keys=self.keys,
                               doc_ids=docs.doc_ids, classic=self.classic,
                               progress=search.progress)  # fmt: skip
-        summary = summarize(validation)
+        summary = summarize(validation, margin=self.margin)
         self.outcome.summary, self.outcome.table = summary, format_summary(summary)
         self.outcome.reference = summary.reference[length]
         # the shipped winner's row: `study_rows` names a trial by the first rule that chose it,
         # and the exported rule is always that one (guarded, else re-ranked, else best)
         winner = study_winner(search.study)
-        self.outcome.verdict = summary.verdicts[f"{search.study.study_name}:{winner.rule}"][0]
+        verdict, why = summary.verdicts[f"{search.study.study_name}:{winner.rule}"]
+        self.outcome.verdict, self.outcome.why = verdict, why
+        self.outcome.seed = str(winner.trial.user_attrs.get("seed") or "")
         self.out.mkdir(parents=True, exist_ok=True)
         for suffix, text in ((".txt", self.outcome.table + "\n"), (".csv", summary_csv(summary)),
                              (".json", summary_json(summary))):  # fmt: skip
@@ -114,10 +125,12 @@ class Validate:
 @dataclass
 class Export:
     """The winner as a model directory and factors; the reference classic row too when the
-    winner does not dominate it; the report."""
+    winner does not dominate it; the report. `context` (held-out text, seed, margin) is recorded
+    with what was written (`record.SHIPPED`)."""
 
     out: Path
     outcome: Outcome
+    context: dict[str, Any] = field(default_factory=dict)
     name: str = "export"
 
     def run(self, search: Search) -> None:
@@ -130,7 +143,9 @@ class Export:
         meta = {"study": study.study_name, "trial": winner.trial.number, "rule": winner.rule}
         model_dir = export_model(model, search.tokenizer, self.out / "model", winner.scaling,
                                  target_length=length, metadata=meta, overwrite=True)  # fmt: skip
-        searched = [("the searched winner: model directory", str(model_dir)),
+        what = (f"the {self.outcome.seed} seed (the study's best: no searched candidate beat it)"
+                if self.outcome.seed else "the searched winner")  # fmt: skip
+        searched = [(f"{what}: model directory", str(model_dir)),
                     ("its factors", str(factors))]  # fmt: skip
         classic: list[tuple[str, str]] = []
         if self.outcome.verdict != "dominates" and self.outcome.reference:
@@ -155,11 +170,43 @@ class Export:
                               shipped=self.outcome.files)  # fmt: skip
         self.outcome.files.append(("the report", str(report)))
         self.outcome.files.append(("the validation table", str(self.out / "validation.txt")))
+        record.write_shipped(study, {
+            "out": str(self.out.resolve()), "context": self.context,
+            "trials": finished_count(study), "verdict": self.outcome.verdict,
+            "reference": self.outcome.reference, "seed": self.outcome.seed,
+            "why": self.outcome.why, "headline": headline(self.outcome),
+            "files": [[what, where, file_stamps(Path(where))] for what, where in self.outcome.files],
+        })  # fmt: skip
+
+
+def finished_count(study: Any) -> int:
+    """Finished (complete or pruned) trials of a study."""
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def file_stamps(path: Path) -> list[list[Any]]:
+    """``[relative name, size, mtime_ns]`` of a file, or of every file in a folder: what a
+    rerun compares to know the files are still the ones written."""
+    if not path.exists():
+        return []
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return [[str(p.relative_to(path)) if p != path else "", p.stat().st_size, p.stat().st_mtime_ns]
+            for p in files]  # fmt: skip
 
 
 def headline(outcome: Outcome) -> str:
     """The verdict line: the winner against the reference, and what to use."""
+    ref, what = outcome.reference, "the searched winner"
+    if outcome.seed:  # name a seed as the seed it is
+        what = f"the study's best, the {outcome.seed} seed (no searched candidate beat it),"
     if outcome.verdict == "dominates":
-        return f"dominates {outcome.reference}: the searched winner is better on held-out text."
-    return (f"{outcome.verdict} (against {outcome.reference}): the searched winner does not beat "
-            f"the formula on held-out text; {outcome.reference} is exported too — use it.")  # fmt: skip
+        return f"dominates {ref}: {what} is better on held-out text by more than the margin."
+    if outcome.verdict.endswith("equivalent"):
+        return (f"{outcome.verdict} to {ref}: {what} is within the margin of the formula on "
+                f"held-out text — ship {ref} (simpler, nothing to carry); it is exported — use "
+                "it.")  # fmt: skip
+    settle = next((p for p in outcome.why.split("; ") if p.startswith(("to settle", "no number"))),
+                  "")  # fmt: skip
+    more = f" ({settle})" if settle else ""
+    return (f"{outcome.verdict} (against {ref}): {what} does not beat the formula on held-out "
+            f"text{more}; {ref} is exported too — use it.")  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +13,11 @@ from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import StorageError
 from longrope_opt.evaluation import CLASSIC
+from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import MeasurementStore
 from longrope_opt.evaluation import Summary
+from longrope_opt.evaluation import Validation
+from longrope_opt.evaluation import check_margin
 from longrope_opt.evaluation import factor_rows
 from longrope_opt.evaluation import format_summary
 from longrope_opt.evaluation import study_rows
@@ -71,6 +75,7 @@ def validate_candidates(
     attn: str | None = None,
     remeasure_other_paths: bool = False,
     output: str | Path | None = None,
+    margin: float = DEFAULT_MARGIN,
     progress: bool = True,
 ) -> ValidationResult:
     """Judge studies' winners and factor files against the classic rows on held-out text.
@@ -94,6 +99,8 @@ def validate_candidates(
         attn: Attention kernel.
         remeasure_other_paths: Measure again what the store holds only from another path.
         output: Also write ``output.csv``, ``.json``, ``.html`` and ``.txt``.
+        margin: The practical margin on the perplexity ratio (`summarize`): a ratio within
+            [1 − margin, 1 + margin] is "equivalent", not a reason to ship searched factors.
         progress: A progress bar with an ETA.
 
     Raises:
@@ -104,6 +111,7 @@ def validate_candidates(
                              ("top", top, 0), ("seed", seed, 0)):  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+    check_margin(margin)
     unknown = [c for c in classic if c not in CLASSIC]
     if unknown:
         raise InvalidArgumentError(
@@ -144,7 +152,7 @@ def validate_candidates(
     validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
                           keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
                           progress=progress)  # fmt: skip
-    summary = summarize(validation)
+    summary = summarize(validation, margin=margin)
     table = format_summary(summary)
     files: list[str] = []
     if output is not None:
@@ -154,6 +162,34 @@ def validate_candidates(
         write_text_atomic(f"{output}.txt", table + "\n")
         files = [f"{output}{suffix}" for suffix in (".csv", ".json", ".html", ".txt")]
     return ValidationResult(summary, table, validation.measured, files)
+
+
+def rerender_validation(
+    path: str | Path, *, margin: float = DEFAULT_MARGIN, output: str | Path | None = None
+) -> ValidationResult:
+    """Judge a validation again from the JSON it wrote (``PREFIX.json``), measuring nothing: the
+    table and verdicts under this version's rules and `margin`.
+
+    Raises:
+        InvalidArgumentError: The file cannot be read or holds no validation.
+    """
+    check_margin(margin)
+    try:
+        data = json.loads(Path(path).read_text())
+        validation = Validation.from_dict(data["validation"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"`from_json` {str(path)!r} is not a validation written by `validate --output` "
+            f"({type(exc).__name__}: {exc})."
+        ) from None
+    summary = summarize(validation, margin=margin)
+    table = format_summary(summary)
+    files: list[str] = []
+    if output is not None:
+        write_text_atomic(f"{output}.json", summary_json(summary))
+        write_text_atomic(f"{output}.txt", table + "\n")
+        files = [f"{output}.json", f"{output}.txt"]
+    return ValidationResult(summary, table, 0, files)
 
 
 def _open_store(url: str) -> Any:

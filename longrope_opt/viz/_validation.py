@@ -49,6 +49,11 @@ def validation_figure(summary: dict[str, Any], *, bins: int = 5) -> Any:
                 share.append(sum(inside) / len(inside) if inside else None)
             fig.add_trace(go.Scatter(x=centres, y=share, mode="lines+markers",
                                      name=f"{r} at {length}"), row=1, col=2)  # fmt: skip
+    if not any(v["depths"][str(n)] for n in v["lengths"]):
+        # say why the panel is empty rather than draw an empty frame
+        fig.add_annotation(text="no passkeys measured here (keys = 0):<br>retrieval was not "
+                           "compared", showarrow=False, xref="x2 domain", yref="y2 domain",
+                           x=0.5, y=0.5, font={"size": 14})  # fmt: skip
     fig.add_vline(x=1.0, line_dash="dot", row=1, col=1)
     fig.update_xaxes(title_text="ratio (< 1: lower perplexity)", type="log", row=1, col=1)
     fig.update_xaxes(title_text="depth (0: start of the prompt)", row=1, col=2)

@@ -137,3 +137,21 @@ def test_generation_figure_range_follows_the_best_so_far() -> None:
     lo, hi = fig.layout.yaxis.range
     assert lo < 5.10 < 5.20 < hi < 6  # the 19.0 outlier does not flatten the line
     assert "1 generation best(s) above the range" in fig.layout.annotations[0].text
+
+
+def test_an_empty_passkey_panel_says_why() -> None:
+    from tests.evaluation_tests.test_verdicts import _validation
+
+    from longrope_opt.evaluation import summarize
+    from longrope_opt.viz import validation_figure
+
+    v = _validation([1.0, 1.01, 0.99, 1.0])
+    with_keys = validation_figure(summarize(v).to_dict())
+    assert not with_keys.layout.annotations or all(
+        "no passkeys" not in (a.text or "") for a in with_keys.layout.annotations
+    )
+    v.depths[16384] = []
+    for row in v.passkey[16384]:
+        v.passkey[16384][row] = []
+    empty = validation_figure(summarize(v).to_dict())
+    assert any("no passkeys measured" in (a.text or "") for a in empty.layout.annotations)
