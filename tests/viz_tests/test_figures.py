@@ -140,10 +140,9 @@ def test_generation_figure_range_follows_the_best_so_far() -> None:
 
 
 def test_an_empty_passkey_panel_says_why() -> None:
-    from tests.evaluation_tests.test_verdicts import _validation
-
     from longrope_opt.evaluation import summarize
     from longrope_opt.viz import validation_figure
+    from tests.evaluation_tests.test_verdicts import _validation
 
     v = _validation([1.0, 1.01, 0.99, 1.0])
     with_keys = validation_figure(summarize(v).to_dict())
