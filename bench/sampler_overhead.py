@@ -57,14 +57,14 @@ def measure(make, trials: int, space, target) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
-    parser.add_argument("--operators", default="paper,adaptive")
+    parser.add_argument("--operators", default="surrogate,paper")
     parser.add_argument("--no-random", action="store_true", help="skip the RandomSampler row")
     args = parser.parse_args()
     if args.trials < 1:
         parser.error(f"--trials must be >= 1, got {args.trials}")
     operators = [o.strip() for o in args.operators.split(",") if o.strip()]
-    if not operators or set(operators) - {"paper", "adaptive"}:
-        parser.error(f"--operators must name paper and/or adaptive, got {args.operators!r}")
+    if not operators or set(operators) - {"paper", "adaptive", "surrogate"}:
+        parser.error(f"--operators must name surrogate, paper and/or adaptive, got {args.operators!r}")
 
     import optuna
 
@@ -80,7 +80,7 @@ def main() -> None:
     for ops in operators:
         runs[f"longrope {ops}"] = lambda ops=ops: LongRoPESampler(
             space=space, seed=0, population_size=64, num_mutations=16, num_crossovers=16,
-            num_parents=32, **({} if ops == "paper" else {"operators": ops}),
+            num_parents=32, operators=ops,
         )  # fmt: skip
     # Early windows, then the study's last 100 trials: "flat" means the last matches the first.
     last = max(0, args.trials - 100)

@@ -31,6 +31,9 @@ MODULES = (
     "_state.py",
     "_population.py",
     "_seeding.py",
+    "_options.py",
+    "_surrogate.py",
+    "_screen.py",
     "_longrope.py",
 )
 RULES = (

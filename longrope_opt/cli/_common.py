@@ -116,10 +116,12 @@ def add_evolution_flags(group: Any, *, p: int, n1: int, n2: int, k: int) -> None
     group.add_argument("--mutation-prob", type=float, default=0.3, help="p (0.3)")
     group.add_argument(
         "--operators",
-        choices=("paper", "adaptive"),
-        default="paper",
-        help="paper: Algorithm 1 (each λ re-drawn between its neighbours; default); adaptive: "
-        "log-normal steps sized by the parents' spread, sorted, plus a blend crossover",
+        choices=("surrogate", "paper", "adaptive"),
+        default="surrogate",
+        help="surrogate (default): adaptive children screened by a quadratic model of the trials, "
+        "every other one a trust-region step of the model's minimum; paper: Algorithm 1 (each λ "
+        "re-drawn between its neighbours); adaptive: log-normal steps sized by the parents' "
+        "spread, sorted, plus a blend crossover",
     )
 
 
@@ -155,8 +157,8 @@ def evolution_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "num_parents": args.num_parents,
         "mutation_prob": args.mutation_prob,
     }
-    if args.operators != "paper":  # absent = the paper's: studies made before stay comparable
-        kwargs["operators"] = args.operators
+    # always stored: a study made before the surrogate operators (no entry) ran the paper's
+    kwargs["operators"] = args.operators
     return kwargs
 
 
@@ -264,5 +266,6 @@ def add_margin_flag(group: Any) -> None:
         "--margin", type=_margin, default=None, metavar="M",
         help="a ratio within [1 - M, 1 + M] is 'equivalent': no reason to ship searched factors "
         "over the formula; 'dominates' needs the whole interval below 1 - M (e.g. 0.01 or 1%%; "
-        "default 1%%, what the compute path alone moves: see docs/results.md)",
+        "default 1%%: a smaller gain does not carry from one kind of text to another; see "
+        "docs/results.md)",
     )  # fmt: skip

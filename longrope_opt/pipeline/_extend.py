@@ -51,9 +51,13 @@ from longrope_opt.studies import run_stages
 
 logger = logging.getLogger(__name__)
 
-#: The evolution `extend` runs: a small population that still breeds (P = 6, 3 parents).
+#: The evolution `extend` runs: the LongRoPE sampler's default operators (children screened by
+#: a model of the trials, trust-region model steps: `bench/results/landscapes.txt`), a small
+#: generation 0 (P = 6) so the model takes over after the seeds, 3 parents (the population
+#: pruner's bar). Its steps follow the budget by themselves: the model's prior weakens as trials
+#: accumulate (chosen by leave-one-out error), and its trust region grows on success.
 EVOLUTION = {"population_size": 6, "num_mutations": 3, "num_crossovers": 3, "num_parents": 3,
-             "mutation_prob": 0.3}  # fmt: skip
+             "mutation_prob": 0.3, "operators": "surrogate"}  # fmt: skip
 #: The seeds that can be best past the trained length (PI and plain NTK never are here).
 SEEDS = ("yarn", "yarn-cd", "ntk-cd")
 
@@ -63,10 +67,10 @@ def extend_config(
 ) -> SearchConfig:
     """The search `extend` runs: 3 documents taking turns over the corpus's kinds, the
     population pruner, a 4-passkey retrieval constraint, the YaRN/YaRN-cd/NTK-cd seeds, n̂ = 0,
-    the LongRoPE attention rule, the adaptive evolution."""
+    the LongRoPE attention rule, the LongRoPE sampler's default (surrogate) operators."""
     return SearchConfig(
         model=model, corpus=corpus, samples=3, seed=seed, target_length=target_length, n_hat=0,
-        sampler="longrope-adaptive", sampler_options=dict(EVOLUTION), seed_methods=SEEDS,
+        sampler="longrope", sampler_options=dict(EVOLUTION), seed_methods=SEEDS,
         pruner="population", draw="kinds", retrieval_keys=4,
     )  # fmt: skip
 

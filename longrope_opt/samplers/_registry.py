@@ -52,6 +52,13 @@ def _evolution(space: EvolutionSpace, seed: int, budget: int, **options: Any) ->
     return LongRoPESampler(space=space, seed=seed, seeded=False, dedup=False, **options)
 
 
+def _paper(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
+
+    # the default before the surrogate operators: seeded, dedup, Algorithm 1's operators
+    options = {**options, "operators": "paper"}
+    return LongRoPESampler(space=space, seed=seed, **options)
+
+
 def _adaptive(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> Any:
 
     options = {**options, "operators": "adaptive"}
@@ -81,7 +88,10 @@ def _random(space: EvolutionSpace, seed: int, budget: int, **options: Any) -> An
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-SAMPLERS.add("longrope", _longrope, "the LongRoPE evolution: seeded, dedup; the default")
+SAMPLERS.add("longrope", _longrope, "the LongRoPE evolution: seeded, dedup, model-screened "
+             "with trust-region steps; the default")  # fmt: skip
+SAMPLERS.add("longrope-paper", _paper, "the LongRoPE evolution with Algorithm 1's operators "
+             "(seeded, dedup): the default before the surrogate")  # fmt: skip
 SAMPLERS.add(PLAIN_EVOLUTION, _evolution, "the paper's plain GA: random start, no dedup")
 SAMPLERS.add(
     "longrope-adaptive", _adaptive, "the LongRoPE evolution with adaptive steps (--operators)"
@@ -94,9 +104,10 @@ SAMPLERS.add("random", _random, "Optuna random")
 
 #: What `compare` runs unless told otherwise (all but oneplusone and the newer operators, so
 #: the stored comparisons stay complete).
-DEFAULT_SAMPLERS = tuple(n for n in SAMPLERS if n not in ("oneplusone", "longrope-adaptive"))
+DEFAULT_SAMPLERS = tuple(n for n in SAMPLERS
+                        if n not in ("oneplusone", "longrope-adaptive", "longrope-paper"))
 #: The samplers that take the evolution's options (population size, ...).
-EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION, "longrope-adaptive")
+EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION, "longrope-adaptive", "longrope-paper")
 
 
 def check_sampler_names(names: Sequence[str]) -> None:

@@ -136,6 +136,11 @@ class SearchConfig:
                 )
             object.__setattr__(self, "seed_methods", seeds)
         _int("target_length", self.target_length, 2)
+        if self.sampler == "longrope" and "operators" not in (self.sampler_options or {}):
+            # written out, so a study made now says which operators it ran (a study stored
+            # without it ran the paper's: `from_dict`)
+            options = {**(self.sampler_options or {}), "operators": "surrogate"}
+            object.__setattr__(self, "sampler_options", options)
         if self.sampler_seed is not None:
             _int("sampler_seed", self.sampler_seed, 0)
         if self.sample_length is not None:
@@ -220,7 +225,12 @@ class SearchConfig:
         seeds = data.get("seed_methods", list(PAPER_SEEDS))
         # Stored before `draw` existed: documents in seed order.
         draw = data.get("draw", "order")
-        return cls(**{**data, "draw": draw, "seed_methods": None if seeds is None else tuple(seeds)})
+        options = dict(data.get("sampler_options") or {})
+        if data.get("sampler", "longrope") == "longrope" and "operators" not in options:
+            # stored before the surrogate operators: the LongRoPE sampler ran the paper's
+            options["operators"] = "paper"
+        return cls(**{**data, "draw": draw, "sampler_options": options,
+                      "seed_methods": None if seeds is None else tuple(seeds)})  # fmt: skip
 
     @classmethod
     def from_legacy(cls, old: dict[str, Any]) -> SearchConfig:

@@ -25,7 +25,10 @@ SPACE = SearchSpace(SPEC, 256, n_hat=(0,))
 
 
 def _sampler(**kw) -> LongRoPESampler:
-    options = dict(population_size=6, num_mutations=3, num_crossovers=3, num_parents=3, seed=0)
+    # the generation machinery (parents per generation, the population's entry bar), which the
+    # paper's and the adaptive operators run on
+    options = dict(population_size=6, num_mutations=3, num_crossovers=3, num_parents=3, seed=0,
+                   operators="paper")  # fmt: skip
     return LongRoPESampler(space=SPACE, **{**options, **kw})
 
 

@@ -25,29 +25,30 @@ from ._operators import mutate_adaptive
 from ._operators import parent_spread
 from ._operators import random_monotone
 from ._operators import sample_around
+from ._options import check_settings
 from ._population import direction_sign
 from ._population import entering
 from ._population import enters
 from ._population import rank_key
 from ._population import store_constraints
 from ._protocol import EvolutionSpace
+from ._screen import INCUMBENT_KEY
+from ._screen import STEP_KEY
+from ._screen import surrogate_proposal
 
 
 SEED_METHODS = ("pi", "ntk", "yarn")
 #: ``"paper"``: Algorithm 1's operators (each λ re-drawn between its neighbours, uniform
 #: crossover). ``"adaptive"``: log-normal steps sized by the parents' spread, then sorted, and
-#: a blend crossover (see `longrope_opt.samplers._operators`).
-OPERATORS = ("paper", "adaptive")
+#: a blend crossover (see `longrope_opt.samplers._operators`). ``"surrogate"`` (the default):
+#: the adaptive operators screened by a quadratic model of the complete trials, and every third
+#: slot a trust-region step of the model's minimum (`longrope_opt.samplers._screen`).
+OPERATORS = ("paper", "adaptive", "surrogate")
 
 
 def _fresh_seed() -> int:
     # 32 bits from the OS entropy pool: Optuna's RandomSampler takes seeds below 2**32.
     return int(np.random.SeedSequence().generate_state(1, dtype=np.uint32)[0])
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
 
 
 class LongRoPESampler(SpaceSampler):
@@ -82,8 +83,10 @@ class LongRoPESampler(SpaceSampler):
         dedup: Never propose a candidate the study already holds. False re-evaluates duplicates,
             as a plain GA would.
         seed: Base seed; None draws one.
-        operators: ``"paper"`` (Algorithm 1, the reproducible reference) or ``"adaptive"``
-            (steps sized by the parents' spread, plateaus can move, blend crossover).
+        operators: ``"surrogate"`` (default: the adaptive operators screened by a model of the
+            trials, with trust-region model steps; `bench/landscape_bench.py` measures it),
+            ``"paper"`` (Algorithm 1, the reproducible reference) or ``"adaptive"`` (steps
+            sized by the parents' spread, plateaus can move, blend crossover).
         constraints_func: Optuna's convention (as `NSGAIISampler` and `TPESampler`): a
             finished trial → a sequence of floats, each ≤ 0 when satisfied, stored in the
             trial's system attrs under ``"constraints"``. The population ranks feasible trials
@@ -103,7 +106,7 @@ class LongRoPESampler(SpaceSampler):
         seeded: bool = True,
         dedup: bool = True,
         seed: int | None = None,
-        operators: str = "paper",
+        operators: str = "surrogate",
         constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
     ) -> None:
         if constraints_func is not None and not callable(constraints_func):
@@ -128,6 +131,8 @@ class LongRoPESampler(SpaceSampler):
         self._operators = operators
         self._constraints_func = constraints_func
         self._index = TrialIndex(self._key_of_finished)
+        self._genomes: dict[int, Genome | None] = {}
+        self._step_start: dict[tuple, float] = {}
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
         self._seed = _fresh_seed() if seed is None else int(seed)
@@ -149,7 +154,7 @@ class LongRoPESampler(SpaceSampler):
         num_parents: int = 32,
         mutation_prob: float = 0.3,
         max_tries: int = 50,
-        operators: str = "paper",
+        operators: str = "surrogate",
         **unknown: Any,
     ) -> None:
         """Validate the evolution's settings without a space (a search checks them before any
@@ -158,33 +163,12 @@ class LongRoPESampler(SpaceSampler):
         Raises:
             InvalidArgumentError: An unknown setting, or a value outside its range.
         """
-        if unknown:
-            raise InvalidArgumentError(
-                f"unknown LongRoPESampler setting(s) {sorted(unknown)}; known: population_size, "
-                "num_mutations, num_crossovers, num_parents, mutation_prob, max_tries, operators."
-            )
-        if operators not in OPERATORS:
-            raise InvalidArgumentError(
-                f"`operators` must be one of {list(OPERATORS)}, got {operators!r}."
-            )
-        _check_int("population_size", population_size, len(SEED_METHODS))
-        _check_int("num_mutations", num_mutations, 0)
-        _check_int("num_crossovers", num_crossovers, 0)
-        _check_int("num_parents", num_parents, 1)
-        _check_int("max_tries", max_tries, 1)
-        if num_mutations + num_crossovers < 1:
-            raise InvalidArgumentError(
-                "`num_mutations` + `num_crossovers` must be >= 1, got "
-                f"{num_mutations} + {num_crossovers}."
-            )
-        if num_crossovers > 0 and num_parents < 2:
-            raise InvalidArgumentError(
-                f"`num_parents` must be >= 2 when crossovers are made, got {num_parents}."
-            )
-        if isinstance(mutation_prob, bool) or not (0.0 < mutation_prob <= 1.0):
-            raise InvalidArgumentError(
-                f"`mutation_prob` must be in (0, 1], got {mutation_prob!r}."
-            )
+        check_settings(
+            population_size=population_size, num_mutations=num_mutations,
+            num_crossovers=num_crossovers, num_parents=num_parents, mutation_prob=mutation_prob,
+            max_tries=max_tries, operators=operators, operator_names=OPERATORS,
+            min_population=len(SEED_METHODS), unknown=unknown,
+        )  # fmt: skip
 
     def seed_params(self) -> list[tuple[str, dict[str, Any]]]:
         """``[(method, params)]`` of the seeds (PI, NTK, YaRN, ...: the space's `seed_params`),
@@ -281,9 +265,14 @@ class LongRoPESampler(SpaceSampler):
         gen, slot = _state.assign(study, trial, self.generation_capacity)
         rng = np.random.default_rng([self._seed & 0xFFFFFFFF, trial.number])
         if not self._dedup:
-            genome = self._propose(study, gen, slot, rng, set())
+            genome, step = self._propose(study, gen, slot, rng, set())
         else:
-            genome = self._propose_unclaimed(study, trial, gen, slot, rng)
+            genome, step = self._propose_unclaimed(study, trial, gen, slot, rng)
+        if step:  # which operator made it: the trust region replays the model steps
+            study._storage.set_trial_system_attr(trial._trial_id, STEP_KEY, step)
+            start = self._step_start.pop(genome.key(), None)
+            if start is not None:
+                study._storage.set_trial_system_attr(trial._trial_id, INCUMBENT_KEY, start)
         params = self._params_of(genome)
         return {name: value for name, value in params.items() if name in search_space}
 
@@ -291,9 +280,26 @@ class LongRoPESampler(SpaceSampler):
 
     def _propose(
         self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
+    ) -> tuple[Genome, str]:
+        if self._operators == "surrogate" and (gen > 0 or self.seeded):
+            sign, constrained = direction_sign(study), self._constraints_func is not None
+            complete = [t for t in self._index.finished() if t.state == TrialState.COMPLETE]
+            genome, step, start = surrogate_proposal(
+                complete, self._genome_of_finished, self._space, rng, seen, slot=slot, sign=sign,
+                rank=lambda t: rank_key(t, sign, constrained), num_parents=self._num_parents,
+                prob=self._mutation_prob, fallback=self._seed_genomes,
+            )  # fmt: skip
+            if genome is not None:
+                if start is not None:  # where a model step starts: its success is replayed
+                    self._step_start[genome.key()] = start
+                return genome, step
+        return self._propose_operators(study, gen, slot, rng, seen), ""
+
+    def _propose_operators(
+        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
     ) -> Genome:
         p = self._mutation_prob
-        if gen == 0 and (not self.seeded or (self._operators == "adaptive" and slot % 2)):
+        if gen == 0 and (not self.seeded or (self._operators != "paper" and slot % 2)):
             # adaptive: half of generation 0 explores the whole space, half the seeds' region
             return random_monotone(self._space, rng, len(self._space.names))
         if gen == 0:
@@ -305,7 +311,7 @@ class LongRoPESampler(SpaceSampler):
             if not parents:  # an unseeded search whose previous generation all failed
                 return random_monotone(self._space, rng, len(self._space.names))
         use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
-        sigma = parent_spread(parents) if self._operators == "adaptive" else None
+        sigma = parent_spread(parents) if self._operators != "paper" else None
         if sigma is not None and gen > 0:
             # the elite half: a cross-entropy step draws from the best parents only
             parents = parents[: max(2, len(parents) // 2)]
@@ -351,20 +357,20 @@ class LongRoPESampler(SpaceSampler):
 
     def _propose_unclaimed(
         self, study: Study, trial: FrozenTrial, gen: int, slot: int, rng: np.random.Generator
-    ) -> Genome:
+    ) -> tuple[Genome, str]:
         # Workers propose concurrently, and a trial's params are written only after the sampler
         # returns. So each proposal is claimed first (a system attr of the trial), then the study
         # is read again: a worker that finds its claim held by another trial proposes again.
         # Write-then-read means of two simultaneous claims at least one sees the other.
         seen = self._existing_keys(study, trial)
         for _ in range(self._max_tries):
-            genome = self._propose(study, gen, slot, rng, seen)
+            genome, step = self._propose(study, gen, slot, rng, seen)
             claim = _state.claim_key(genome.key())
             study._storage.set_trial_system_attr(trial._trial_id, _state.CLAIM_KEY, claim)
             seen = self._existing_keys(study, trial)
             if genome.key() not in seen:
-                return genome
-        return genome  # max_tries collisions in a row: give up avoiding it (never seen in tests)
+                return genome, step
+        return genome, step  # max_tries collisions in a row: give up avoiding it (never seen)
 
     def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
         # Finished trials' keys were computed once (`TrialIndex`); only live ones are read again.
@@ -383,6 +389,12 @@ class LongRoPESampler(SpaceSampler):
             if genome is not None:
                 keys.add(genome.key())
         return keys
+
+    def _genome_of_finished(self, trial: FrozenTrial) -> Genome | None:
+        # A finished trial's params never change: decode each once.
+        if trial.number not in self._genomes:
+            self._genomes[trial.number] = self._genome_of_params(trial.params)
+        return self._genomes[trial.number]
 
     def _key_of_finished(self, trial: FrozenTrial) -> tuple | None:
         genome = self._genome_of_params(trial.params)

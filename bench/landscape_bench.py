@@ -1,0 +1,244 @@
+"""Every sampler on every λ landscape (`bench/landscapes.py`): median regret by budget.
+
+One run = one sampler, one landscape at one scale (4× or 8× of SmolLM2), one seed, `--trials`
+trials; its regret at a budget B is the best *true* value among its first B trials minus the
+landscape's known optimum (on the noisy landscape: the true value of the trial it observed as best;
+on the constrained one: the best feasible value, ∞ before the first feasible trial). The 30-, 100-
+and 300-trial columns come from the same runs (anytime regret), so a sampler that adapts to its
+budget is told the largest (`budget=300`) and judged at each.
+
+Every seeded sampler gets the space's five seeds (PI, NTK, YaRN, YaRN-cd, NTK-cd) enqueued as its
+first trials; the plain GA (`evolution`) starts from random vectors, as its registry entry says.
+Constraints reach the samplers that take Optuna's `constraints_func` (the LongRoPE samplers, TPE,
+GP); the others (nevergrad's, CMA-ES, random) see a penalised value, f + 1000·max(0, c), which is
+what a user of those samplers would write.
+
+    python bench/landscape_bench.py                    # every sampler, landscape, scale: 5 seeds
+    python bench/landscape_bench.py --samplers gp --landscapes quadratic --scales 4
+    python bench/landscape_bench.py --table            # print the table from the results file
+
+Results go to one JSON line per run in `--out` (default bench/results/landscapes.jsonl); a rerun
+skips the runs already there, so an interrupted benchmark continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+# One BLAS thread: the samplers' small solves are slower threaded when cores are shared (and
+# the figures compare search quality; `bench/sampler_overhead.py` measures the cost).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+BUDGETS = (30, 100, 300)
+PENALTY = 1000.0
+#: Peers first, then the LongRoPE sampler's variants.
+SAMPLERS = ("random", "tpe", "gp", "cmaes", "ngopt", "cma", "twopointsde", "evolution",
+            "longrope-paper", "longrope-adaptive", "longrope")  # fmt: skip
+CONSTRAINED_OK = ("longrope", "longrope-paper", "longrope-adaptive", "evolution", "tpe", "gp")
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "landscapes.jsonl"
+
+
+def make(name: str, space, seed: int, budget: int, constraints_func=None):
+    """The sampler called `name` (the registry's, and Optuna's GPSampler as ``gp``)."""
+    import optuna
+
+    from longrope_opt.samplers import make_sampler
+
+    with warnings.catch_warnings():
+        # GP is experimental, TPE's constraints_func deprecated in Optuna 5: both on purpose
+        warnings.simplefilter("ignore")
+        if name == "gp":
+            return optuna.samplers.GPSampler(
+                seed=seed, constraints_func=constraints_func, warn_independent_sampling=False
+            )
+        if name == "tpe":
+            return optuna.samplers.TPESampler(
+                multivariate=True, seed=seed, constraints_func=constraints_func
+            )
+        return make_sampler(
+            name, space=space, seed=seed, budget=budget, constraints_func=constraints_func
+        )
+
+
+def run(instance, sampler_name: str, seed: int, trials: int) -> dict:
+    """One run; returns its JSON record (regret per budget, seconds per trial)."""
+    import optuna
+
+    from longrope_opt.samplers import enqueue_space_seeds
+
+    constrained = instance.constraint is not None
+    native = constrained and sampler_name in CONSTRAINED_OK
+
+    def constraints_func(trial):
+        return (trial.user_attrs["violation"],)
+
+    sampler = make(sampler_name, instance.space, seed, trials,
+                   constraints_func if native else None)  # fmt: skip
+    study = optuna.create_study(sampler=sampler)
+    if sampler_name != "evolution":
+        enqueue_space_seeds(study, instance.space)
+
+    def objective(trial) -> float:
+        instance.space.suggest(trial)
+        params = trial.params
+        trial.set_user_attr("true", instance.true_value(params))
+        value = instance.observed(params)
+        if constrained:
+            v = instance.violation(params)
+            trial.set_user_attr("violation", v)
+            if not native:
+                value += PENALTY * max(0.0, v)
+        return value
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study.optimize(objective, n_trials=trials)
+    seconds = time.perf_counter() - t0
+    done = [t for t in study.trials if t.value is not None]
+    true = np.array([t.user_attrs["true"] for t in done])
+    seen = np.array([t.value for t in done])
+    feasible = np.array([t.user_attrs.get("violation", -1.0) <= 0 for t in done])
+    regret = {}
+    for b in BUDGETS:
+        if b > len(done):
+            continue
+        ok = feasible[:b]
+        if not ok.any():
+            regret[str(b)] = math.inf
+            continue
+        if instance.noise:  # the point the run believes best, judged without the noise
+            pick = np.flatnonzero(ok)[np.argmin(seen[:b][ok])]
+            regret[str(b)] = float(true[pick] - instance.optimum)
+        else:
+            regret[str(b)] = float(true[:b][ok].min() - instance.optimum)
+    return {
+        "landscape": instance.name,
+        "scale": int(round(instance.space.spec.scale(instance.space.target_length))),
+        "sampler": sampler_name,
+        "seed": seed,
+        "trials": len(done),
+        "regret": regret,
+        "ms_per_trial": 1e3 * seconds / max(len(done), 1),
+    }
+
+
+def _key(r: dict) -> tuple:
+    return r["landscape"], r["scale"], r["sampler"], r["seed"]
+
+
+def read(path: Path) -> list[dict]:
+    """Every record of a results file (later records of the same run win)."""
+    if not path.exists():
+        return []
+    records = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            records[_key(r)] = r
+    return list(records.values())
+
+
+def table(records: list[dict], samplers: list[str] | None = None) -> str:
+    """Median regret [min, max] over seeds, sampler × landscape × scale × budget."""
+    from bench.landscapes import LANDSCAPES
+
+    names = samplers or [s for s in SAMPLERS if any(r["sampler"] == s for r in records)]
+    lines = []
+    for landscape in LANDSCAPES:
+        for scale in sorted({r["scale"] for r in records}):
+            rows = [r for r in records if r["landscape"] == landscape and r["scale"] == scale]
+            if not rows:
+                continue
+            lines.append(f"\n{landscape} {scale}x  (median regret [min, max] over seeds)")
+            lines.append(f"{'sampler':<20}" + "".join(f"{b:>29}" for b in BUDGETS) + f"{'ms/trial':>10}")
+            best = {}
+            for b in BUDGETS:
+                meds = [np.median([r["regret"][str(b)] for r in rows if r["sampler"] == s])
+                        for s in names
+                        if all(str(b) in r["regret"] for r in rows if r["sampler"] == s)
+                        and any(r["sampler"] == s for r in rows)]  # fmt: skip
+                best[b] = min(meds) if meds else math.inf
+            for s in names:
+                mine = [r for r in rows if r["sampler"] == s]
+                if not mine:
+                    continue
+                cells = []
+                for b in BUDGETS:
+                    if not all(str(b) in r["regret"] for r in mine):
+                        cells.append("—")
+                        continue
+                    v = [r["regret"][str(b)] for r in mine]
+                    med = float(np.median(v))
+                    mark = "*" if med <= best[b] else " "
+                    cells.append(f"{_num(med)}{mark} [{_num(min(v))}, {_num(max(v))}]")
+                ms = np.mean([r["ms_per_trial"] for r in mine])
+                lines.append(f"{s + ' (' + str(len(mine)) + ')':<20}"
+                             + "".join(f"{c:>29}" for c in cells) + f"{ms:10.1f}")  # fmt: skip
+    lines.append("\n* the best median of the column (ties marked alike); (n) = seeds run")
+    return "\n".join(lines)
+
+
+def _num(x: float) -> str:
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.4f}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samplers", default=",".join(SAMPLERS))
+    parser.add_argument("--landscapes", default="all")
+    parser.add_argument("--scales", default="4,8")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=max(BUDGETS))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--table", action="store_true", help="print the table and exit")
+    args = parser.parse_args()
+
+    import optuna
+
+    from bench.landscapes import LANDSCAPES
+    from bench.landscapes import build
+
+    samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]
+    landscapes = list(LANDSCAPES) if args.landscapes == "all" else args.landscapes.split(",")
+    for name in landscapes:
+        if name not in LANDSCAPES:
+            parser.error(f"--landscapes: {name!r} is not one of {list(LANDSCAPES)}")
+    if args.table:
+        print(table(read(args.out), samplers))
+        return
+    scales = [int(s) for s in args.scales.split(",")]
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    done = {_key(r) for r in read(args.out)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for seed in range(args.seeds):
+        for landscape in landscapes:
+            for scale in scales:
+                for sampler in samplers:
+                    if (landscape, scale, sampler, seed) in done:
+                        continue
+                    record = run(build(landscape, scale, seed), sampler, seed, args.trials)
+                    with args.out.open("a") as fh:
+                        fh.write(json.dumps(record) + "\n")
+                    print(f"{landscape:<12}{scale}x {sampler:<18} seed {seed}: "
+                          f"{record['regret']}  {record['ms_per_trial']:.0f} ms/trial",
+                          file=sys.stderr, flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""The ``"surrogate"`` operators of `LongRoPESampler`: model-screened offspring and a trust-region
+step of the model's own minimum (see `longrope_opt.samplers._surrogate` for the model).
+
+Every proposal reads the study only: the model is fitted on the complete trials, the parents are
+the best of them (feasible first), and the trust region's radius is replayed from the history of
+the model steps (each tagged on its trial): a step that improved on the best trial doubles it,
+one that did not halves it. So a new process, or another worker, proposes from the same state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from optuna.trial import FrozenTrial
+
+from longrope_opt.samplers._operators import Genome
+from longrope_opt.samplers._operators import blend
+from longrope_opt.samplers._operators import mutate_adaptive
+from longrope_opt.samplers._operators import parent_spread
+from longrope_opt.samplers._operators import sample_around
+from longrope_opt.samplers._protocol import EvolutionSpace
+from longrope_opt.samplers._surrogate import QuadraticModel
+
+
+#: A trial's system attr naming the operator that proposed it (``"model"`` for a model step).
+STEP_KEY = "LongRoPESampler:step"
+#: A model step's system attr: the value of the trial it started from.
+INCUMBENT_KEY = "LongRoPESampler:step_from"
+#: Complete trials the model needs before it screens anything.
+MIN_FIT = 6
+#: Offspring drawn per screened slot.
+OFFSPRING = 32
+#: Trust region in ln λ: first radius, bounds.
+RADIUS, RADIUS_MIN, RADIUS_MAX = 0.3, 0.01, 1.5
+#: Every `MODEL_EVERY`-th slot is a model step.
+MODEL_EVERY = 2
+#: The model is fitted on the best LOCAL·n + 10 complete trials (n factors).
+LOCAL = 3
+
+
+def _u(n_hat: int) -> float:
+    return math.log2(1.0 + n_hat)
+
+
+class Screen:
+    """The model of one proposal: fitted on `history` (complete trials with their genomes, best
+    first), with the constraint models when the study is constrained.
+
+    Args:
+        space: The search space.
+        history: ``(genome, value, constraint values or None)`` of complete trials, ranked best
+            first (feasible first).
+        sign: 1 to minimize, -1 to maximize.
+    """
+
+    def __init__(
+        self,
+        space: EvolutionSpace,
+        history: Sequence[tuple[Genome, float, Sequence[float] | None]],
+        sign: float,
+    ) -> None:
+        self.space = space
+        self.sign = sign
+        self.n_hat = space.n_hat_choices is not None and len(space.n_hat_choices) > 1
+        self.t = space.attention_range is not None
+        genomes = [g for g, _, _ in history]
+        x = np.log(np.stack([g.factors for g in genomes]))
+        u = np.array([_u(g.n_hat) for g in genomes]) if self.n_hat else None
+        t = np.array([g.attention_scale or 1.0 for g in genomes]) if self.t else None
+        y = np.array([sign * v for _, v, _ in history], dtype=np.float64)
+        self.model = QuadraticModel.fit(x, u, t, y)
+        self.constraints: list[QuadraticModel] = []
+        rows = [c for _, _, c in history]
+        if rows and all(c is not None for c in rows):
+            values = np.array(rows, dtype=np.float64)  # (m, k)
+            for j in range(values.shape[1]):
+                m = QuadraticModel.fit(x, u, t, values[:, j])
+                if m is not None:
+                    self.constraints.append(m)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the model can rank candidates."""
+        return self.model is not None
+
+    def score(self, genomes: Sequence[Genome]) -> np.ndarray:
+        """Predicted value (to minimize) of each genome, plus a large penalty per unit of
+        predicted constraint violation."""
+        assert self.model is not None
+        x = np.log(np.stack([g.factors for g in genomes]))
+        u = np.array([_u(g.n_hat) for g in genomes]) if self.n_hat else None
+        t = np.array([g.attention_scale or 1.0 for g in genomes]) if self.t else None
+        value = self.model.predict(x, u, t)
+        spread = self.model.spread
+        for c in self.constraints:
+            value = value + 1e3 * spread * np.maximum(c.predict(x, u, t), 0.0)
+        return value
+
+    def model_step(self, incumbent: Genome, radius: float) -> Genome | None:
+        """The model's minimum within `radius` (in ln λ) of `incumbent`, monotone and in the
+        space's bounds; None in the critical shape (its λ below c are a ramp)."""
+        if self.model is None or incumbent.critical is not None:
+            return None
+        space = self.space
+        x0 = np.log(incumbent.factors)
+        lower = np.maximum(x0 - radius, math.log(space.low))
+        upper = np.minimum(x0 + radius, math.log(space.high))
+        choices = space.n_hat_choices or (incumbent.n_hat,)
+        us = [_u(c) for c in choices]
+        t_bounds = space.attention_range or (1.0, 1.0)
+        t0 = incumbent.attention_scale or 1.0
+        weight = 1e3 * self.model.spread
+        x, u, t = self.model.minimize(
+            x0, _u(incumbent.n_hat), t0, lower=lower, upper=upper,
+            u_bounds=(min(us), max(us)), t_bounds=t_bounds,
+            penalties=tuple((c, weight / max(c.spread, 1e-12) ** 2) for c in self.constraints),
+        )  # fmt: skip
+        n_hat = int(choices[int(np.argmin([abs(u - v) for v in us]))])
+        attention = float(t) if space.attention_range is not None else None
+        return Genome(np.exp(x), n_hat, attention, None)
+
+    def offspring(
+        self, parents: list[Genome], rng: np.random.Generator, count: int, prob: float
+    ) -> list[Genome]:
+        """`count` children of the parents by the adaptive operators (mutation with the parents'
+        spread as step sizes, sampling around them, blend crossover)."""
+        sigma = parent_spread(parents)
+        elite = parents[: max(2, len(parents) // 2)]
+        out = []
+        for k in range(count):
+            if k % 3 == 0 and len(elite) >= 2:
+                i, j = rng.choice(len(elite), size=2, replace=False)
+                out.append(blend(elite[int(i)], elite[int(j)], self.space, rng))
+            elif k % 3 == 1:
+                out.append(sample_around(elite, self.space, rng, prob))
+            else:
+                parent = elite[int(rng.integers(len(elite)))]
+                out.append(mutate_adaptive(parent, self.space, rng, prob, sigma))
+        return out
+
+
+def radius(history: Sequence[FrozenTrial], sign: float, rank: Any) -> float:
+    """The trust region's radius now: replayed over the model-step trials in trial order (a
+    step that beat the trial it started from doubles the radius, one that did not halves it).
+    A step's start is the value recorded with it (`INCUMBENT_KEY`)."""
+    r = RADIUS
+    for trial in sorted(history, key=lambda t: t.number):
+        start = trial.system_attrs.get(INCUMBENT_KEY)
+        if trial.system_attrs.get(STEP_KEY) != "model" or start is None or not trial.values:
+            continue
+        better = sign * float(trial.values[0]) < sign * float(start)
+        r = min(2.0 * r, RADIUS_MAX) if better else max(0.5 * r, RADIUS_MIN)
+    return r
+
+
+def prescreen(screen: Screen, candidates: list[Genome], seen: set) -> Genome | None:
+    """The unseen candidate the model ranks best (None when all were seen)."""
+    fresh = [g for g in candidates if g.key() not in seen]
+    if not fresh:
+        return None
+    return fresh[int(np.argmin(screen.score(fresh)))]
+
+
+def surrogate_proposal(
+    trials: Sequence[FrozenTrial],
+    decode: Any,
+    space: EvolutionSpace,
+    rng: np.random.Generator,
+    seen: set,
+    *,
+    slot: int,
+    sign: float,
+    rank: Any,
+    num_parents: int,
+    prob: float,
+    fallback: list[Genome],
+) -> tuple[Genome | None, str, float | None]:
+    """The next candidate by the ``"surrogate"`` operators, the operator's name (``"model"``
+    for a trust-region step, ``"screened"`` for a pre-screened child) and, for a model step, the
+    value of the trial it starts from; ``(None, "", None)`` while the study has too few complete
+    trials for a model (the caller uses its own operators).
+
+    Args:
+        trials: The study's complete trials (with values).
+        decode: A finished trial → its `Genome` (None when its params are incomplete).
+        space: The search space.
+        rng: This proposal's generator.
+        seen: Keys of candidates the study already holds or claims.
+        slot: The trial's slot in its generation (every `MODEL_EVERY`-th is a model step).
+        sign: 1 to minimize, -1 to maximize.
+        rank: The population's sort key of a trial (feasible first, then by value).
+        num_parents: How many of the best trials the offspring come from.
+        prob: Per-gene mutation probability.
+        fallback: Parents to use when no complete trial decodes (the seeds).
+    """
+    ranked = sorted(trials, key=rank)
+    history = []
+    for trial in ranked:
+        genome = decode(trial)
+        if genome is not None and trial.values:
+            constraints = trial.system_attrs.get("constraints")
+            history.append((genome, float(trial.values[0]), constraints))
+    if len(history) < MIN_FIT:
+        return None, "", None
+    # a local model: the best trials (cheap at thousands of trials too)
+    n = history[0][0].factors.size
+    screen = Screen(space, history[: max(MIN_FIT, LOCAL * n + 10)], sign)
+    if not screen.ready:
+        return None, "", None
+    if slot % MODEL_EVERY == 0:
+        step = screen.model_step(history[0][0], radius(trials, sign, rank))
+        if step is not None:
+            step = step._replace(factors=space.snap_candidate(step.factors, None))
+            if step.key() not in seen:
+                return step, "model", history[0][1]
+    parents = [g for g, _, _ in history[:num_parents]] or fallback
+    for _ in range(3):
+        children = [
+            g._replace(factors=space.snap_candidate(g.factors, g.critical))
+            for g in screen.offspring(parents, rng, OFFSPRING, prob)
+        ]
+        choice = prescreen(screen, children, seen)
+        if choice is not None:
+            return choice, "screened", None
+    return None, "", None
