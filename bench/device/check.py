@@ -1,7 +1,8 @@
 """The device run: CUDA against the CPU, speed and memory to 128k, an 8B-shaped model, a 4x search.
 
     python -m bench.device.check --out DIR                 # run A (the path), ≈ 4 min on an H100
-    python -m bench.device.check --out DIR --runs b        # run B (the 4x extend), --budget-b long
+    python -m bench.device.check --out DIR --runs b        # run B (4x, 8x, 16x extends)
+    python -m bench.device.check --out DIR --runs b,a      # the searches first, then run A
     python -m bench.device.check --out DIR --runs a --only speed,8b
 
 `bench/device/entry.sh` calls this on the GPU machine after installing the kit. Before it looks
@@ -17,9 +18,11 @@ Run A:
                attention kernel used.
   8b           a Llama-3.1-8B-shaped model from its config with random weights (no download):
                the patched forward with the chunked loss at 32k and 128k, or the longest that fits.
-Run B: `longrope-opt extend smollm2-135m --to 32k` on the GPU, sized to --budget-b, validated on
---held-out (the prose the kit carried, pack.py --held-out) when given; the study comes back as
-extend-4x.tar.gz.
+Run B (`bench/device/searches.py`): `longrope-opt extend smollm2-135m` to 32k, 64k and 128k on
+the GPU, 4x first, each sized to its --budget-b, validated on --held-out (the prose the kit
+carried, pack.py --held-out) against every classic row; each ratio comes back as
+extend-<r>x.tar.gz as soon as it is done. Run C: the 4x fine-tunes (searched factors, YaRN-cd)
+and their validation at 32k and 64k, as run-c.tar.gz.
 
 Writes DIR/table.txt (what it prints), DIR/results.json and DIR/check.log. Exits 0 when every
 check passes, 1 when one fails, 2 with no CUDA.
@@ -30,9 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import subprocess
 import sys
-import tarfile
 import time
 import traceback
 from pathlib import Path
@@ -44,6 +45,10 @@ from bench.device.cases import TOLERANCE
 from bench.device.cases import cases
 from bench.device.cases import key
 from bench.device.cases import measure
+from bench.device.searches import B_BUDGETS
+from bench.device.searches import B_LENGTHS
+from bench.device.searches import run_b
+from bench.device.searches import run_c
 
 
 SPEED_LENGTHS = (16384, 32768, 65536, 131072)
@@ -219,44 +224,35 @@ def big_model(
         torch.cuda.empty_cache()
 
 
-def run_b_command(budget: str, storage: str, out: Path, held_out: Path | None) -> list[str]:
-    """Run B's `extend` (validated on `held_out`, text its search never reads, when given)."""
-    cmd = [sys.executable, "-m", "longrope_opt.cli", "extend", "smollm2-135m", "--to", "32k",
-           "--budget", budget, "--storage", storage, "--out", str(out), "--device", "cuda",
-           "--no-fuse"]  # fmt: skip
-    return cmd + (["--held-out", str(held_out)] if held_out is not None else [])
-
-
-def run_b(report: Report, budget: str, held_out: Path | None = None) -> None:
-    work = Path("/tmp/longrope-run-b")
-    work.mkdir(exist_ok=True)
-    storage = f"sqlite:///{work / 'extend-4x.db'}"
-    cmd = run_b_command(budget, storage, work / "out", held_out)
-    report.line(f"\nrun B: {' '.join(cmd[2:])}")
-    with (report.out / "extend.log").open("w") as log:
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode
-    report.check("run B extend 32k", code == 0, f"exit {code}; log in extend.log")
-    with tarfile.open(report.out / "extend-4x.tar.gz", "w:gz") as tar:
-        for path in [work / "extend-4x.db", *sorted((work / "out").glob("*.*"))]:
-            if path.is_file() and path.stat().st_size < 8 * 2**20:
-                tar.add(path, arcname=path.name)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for table, results, logs")
-    parser.add_argument("--runs", default="a", help="a, b or a,b (default a)")
+    parser.add_argument("--runs", default="a", help="a, b, c or several, comma-separated "
+                        "(default a)")  # fmt: skip
     parser.add_argument("--only", default="correctness,speed,8b",
                         help="run A's parts (default all: correctness,speed,8b)")  # fmt: skip
-    parser.add_argument("--budget-b", default="7m", help="run B's extend budget (default 7m)")
+    parser.add_argument("--budget-b", default=",".join(B_BUDGETS),
+                        help="run B's extend budget per length, comma-separated, or one for all "
+                        f"(default {','.join(B_BUDGETS)})")  # fmt: skip
+    parser.add_argument("--lengths-b", default=",".join(str(n) for n in B_LENGTHS),
+                        help="run B's lengths, 4x first (default 32768,65536,131072)")  # fmt: skip
     parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
                         help="run B validates on this folder's text (entry.sh passes the kit's)")  # fmt: skip
     args = parser.parse_args()
     runs, only = args.runs.split(","), args.only.split(",")
-    if not set(runs) <= {"a", "b"}:
-        parser.error(f"--runs must name a and/or b (comma-separated), got {args.runs!r}")
+    if not set(runs) <= {"a", "b", "c"}:
+        parser.error(f"--runs must name a, b and/or c (comma-separated), got {args.runs!r}")
+    try:
+        lengths_b = [int(n) for n in args.lengths_b.split(",")]
+    except ValueError:
+        parser.error(f"--lengths-b must be comma-separated token counts, got {args.lengths_b!r}")
+    budgets_b = args.budget_b.split(",")
+    budgets_b = budgets_b * len(lengths_b) if len(budgets_b) == 1 else budgets_b
+    if len(budgets_b) != len(lengths_b):
+        parser.error(f"--budget-b must give one budget or one per length ({len(lengths_b)}), "
+                     f"got {args.budget_b!r}")  # fmt: skip
     if not set(only) <= {"correctness", "speed", "8b"}:
         parser.error(f"--only must name correctness, speed and/or 8b, got {args.only!r}")
     names = sorted(p.name for p in args.held_out.glob("*.txt")) if args.held_out else []
@@ -278,8 +274,11 @@ def main() -> int:
     report.line(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
                 f"CUDA {torch.version.cuda}")  # fmt: skip
     parts = {"correctness": lambda: correctness(report, reference), "speed": lambda: speed(report),
-             "8b": lambda: big_model(report), "b": lambda: run_b(report, args.budget_b, args.held_out)}  # fmt: skip
-    wanted = (only if "a" in runs else []) + (["b"] if "b" in runs else [])
+             "8b": lambda: big_model(report),
+             "b": lambda: run_b(report, ROOT, budgets_b, lengths_b, args.held_out),
+             "c": lambda: run_c(report, ROOT, args.held_out)}  # fmt: skip
+    # in the order asked: `--runs b,a` runs the searches first, run A's parts after
+    wanted = [p for r in runs for p in (only if r == "a" else [r])]
     for part in wanted:
         start = time.perf_counter()
         try:  # one part failing must not cost the others' device minutes

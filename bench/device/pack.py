@@ -21,8 +21,9 @@ script checks every part against SHA256SUMS, joins them, and pip checks the join
 against its own RECORD when it installs it; the loader then finds the GGUF as it finds it here.
 
 With --held-out DIR, the .txt files of DIR travel in call 1 too (OUT/held-out/, each cut to its
-first --held-out-chars characters at a line end): run B validates on them, text of a kind its
-search never read, instead of the built-in corpus's own leftovers.
+first --held-out-chars characters at a line end, enough for a 128k window, and xz-compressed):
+run B validates on them, text of a kind its search never read, instead of the built-in corpus's
+own leftovers.
 
 Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, OUT/SHA256SUMS and OUT/kit.json (what to
 carry in each call).
@@ -34,6 +35,7 @@ import argparse
 import hashlib
 import importlib.metadata
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -103,21 +105,35 @@ def split(wheel: Path, out: Path, first: int) -> list[Path]:
     return parts
 
 
+#: Characters of English prose per SmolLM2 token (the Rust books: 200,000 characters held
+#: 46,000–65,000 tokens, so ≈ 3.1–4.3): a window of n tokens needs ≈ CHARS_PER_TOKEN · n.
+CHARS_PER_TOKEN = 4.6
+
+
 def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
     """Each .txt file of `source`, cut to its first `chars` characters at a line end, into
-    `folder` (a 32k-token window needs about 130,000 characters of English prose)."""
+    `folder` as ``NAME.txt.xz`` (prose shrinks 3–4× under xz: seven books long enough for a 128k
+    window fit beside the model; the entry script restores the .txt)."""
     texts = sorted(source.glob("*.txt"))
     folder.mkdir(parents=True)
     for text in texts:
         body = text.read_text(encoding="utf-8", errors="replace")
         if len(body) > chars:
             body = body[: body.rfind("\n", 0, chars) + 1 or chars]
-        (folder / text.name).write_text(body, encoding="utf-8")
+        (folder / f"{text.name}.xz").write_bytes(lzma.compress(body.encode("utf-8"), preset=9))
     return sorted(folder.iterdir())
 
 
+def windows_held(source: Path, chars: int) -> dict[int, int]:
+    """How many of `source`'s texts (cut to `chars`) can hold one window of each run B length,
+    by the `CHARS_PER_TOKEN` estimate."""
+    sizes = [min(len(t.read_text(encoding="utf-8", errors="replace")), chars)
+             for t in sorted(source.glob("*.txt"))]  # fmt: skip
+    return {n: sum(size >= CHARS_PER_TOKEN * n for size in sizes) for n in (32768, 65536, 131072)}
+
+
 def pack(out: Path, python_version: str, held_out: Path | None = None,
-         held_out_chars: int = 200_000) -> dict:  # fmt: skip
+         held_out_chars: int = 640_000) -> dict:  # fmt: skip
     """Build the kit in `out` (with `held_out`'s text for run B); returns what kit.json holds."""
     if out.exists():
         shutil.rmtree(out)
@@ -148,7 +164,7 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
         "python_version": python_version,
         "model_wheel": model.name,
         "wheels": [w.name for w in wheels],
-        "held_out": [t.name for t in texts],
+        "held_out": [t.name.removesuffix(".xz") for t in texts],
         "calls": [
             [f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"]
             + ([f"{rel}/held-out"] if texts else []),
@@ -174,8 +190,9 @@ def main() -> int:
     parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
                         help="a folder of .txt files run B validates on (default: none; run B "
                         "then validates on the built-in corpus's unread documents)")  # fmt: skip
-    parser.add_argument("--held-out-chars", type=int, default=200_000, metavar="N",
-                        help="characters kept of each held-out file (default 200000)")  # fmt: skip
+    parser.add_argument("--held-out-chars", type=int, default=640_000, metavar="N",
+                        help="characters kept of each held-out file (default 640000: one 128k "
+                        "window of English prose), carried xz-compressed")  # fmt: skip
     parser.add_argument("--references", action="store_true",
                         help="also compute the CPU fp32 references (long; see cpu_reference.py)")  # fmt: skip
     args = parser.parse_args()
@@ -187,6 +204,11 @@ def main() -> int:
             parser.error(f"--held-out must be a folder of >= {HELD_OUT_DOCS} .txt files (the "
                          f"most documents extend validates on), got {found} in "
                          f"{str(args.held_out)!r}")  # fmt: skip
+    if args.held_out is not None:
+        held = windows_held(args.held_out, args.held_out_chars)
+        print("pack: held-out texts long enough for one window (estimated): "
+              + ", ".join(f"{n // 1024}k: {k}" for n, k in held.items())
+              + f" (run B validates on {HELD_OUT_DOCS}; fewer at a length means fewer there)")  # fmt: skip
     kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars)
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
     held = f", {len(kit['held_out'])} held-out texts" if kit["held_out"] else ""

@@ -182,7 +182,7 @@ def extend(
     context = {"held_out": held_out, "seed": seed, "margin": margin}
     done = _already_shipped(storage, name, out, context)
     if done is not None:
-        logger.info("nothing left to measure: %s", done.headline)
+        logger.debug("nothing left to measure: %s", done.headline)
         return done
     search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
                      attn=attn, fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip

@@ -53,14 +53,20 @@ def test_the_8b_part_goes_down_to_the_longest_length_that_fits(tmp_path, monkeyp
     assert any(line.startswith("PASS  8B patched forward 144") for line in report.lines)
 
 
-@pytest.mark.parametrize("runs, only, want", [("a", "speed", ["speed"]), ("b", "speed", ["b"])])
+@pytest.mark.parametrize("runs, only, want", [
+    ("a", "speed", ["speed"]), ("b", "speed", ["b"]), ("b,a", "speed,8b", ["b", "speed", "8b"]),
+    ("c", "speed", ["c"]),
+])  # fmt: skip
 def test_runs_and_parts_choose_what_runs(runs, only, want, tmp_path, monkeypatch) -> None:
     called: list[str] = []
     monkeypatch.setattr(check, "prepare", lambda report: (None, {"results": {}}))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "a simulated GPU")
     monkeypatch.setattr(check, "speed", lambda report: called.append("speed"))
-    monkeypatch.setattr(check, "run_b", lambda report, budget, held_out: called.append("b"))
+    monkeypatch.setattr(check, "big_model", lambda report: called.append("8b"))
+    monkeypatch.setattr(check, "run_b", lambda report, root, budgets, lengths, held_out:
+                        called.append("b"))  # fmt: skip
+    monkeypatch.setattr(check, "run_c", lambda report, root, held_out: called.append("c"))
     monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path), "--runs", runs,
                                      "--only", only])  # fmt: skip
     assert check.main() == 0
@@ -77,15 +83,64 @@ def test_an_unknown_part_is_one_line_before_anything_loads(tmp_path, monkeypatch
 
 
 def test_run_b_validates_on_the_carried_text_only_when_there_is_some(tmp_path) -> None:
+    from bench.device.searches import run_b_commands
     from longrope_opt.cli import build_parser
 
-    plain = check.run_b_command("7m", "sqlite:///x.db", tmp_path / "out", None)
-    held = check.run_b_command("7m", "sqlite:///x.db", tmp_path / "out", tmp_path / "prose")
+    plain = run_b_commands(32768, "90s", tmp_path, None)[0]
+    held = run_b_commands(32768, "90s", tmp_path, tmp_path / "prose")[0]
     assert "--held-out" not in plain
     assert held[held.index("--held-out") + 1] == str(tmp_path / "prose")
     # Both are commands `longrope-opt` accepts, as the device will run them.
     args = build_parser().parse_args(held[3:])
     assert args.held_out == str(tmp_path / "prose") and args.device == "cuda"
+
+
+def test_run_b_three_ratios_four_x_first_each_command_parsed_by_the_cli(tmp_path) -> None:
+    from bench.device.searches import B_BUDGETS
+    from bench.device.searches import B_LENGTHS
+    from bench.device.searches import CLASSIC
+    from bench.device.searches import run_b_commands
+    from longrope_opt.cli import build_parser
+
+    assert B_LENGTHS == (32768, 65536, 131072)  # 4x first: a cut-off run keeps whole ratios
+    parser = build_parser()
+    for length, budget in zip(B_LENGTHS, B_BUDGETS):
+        extend, validate = run_b_commands(length, budget, tmp_path, tmp_path / "prose")
+        e = parser.parse_args(extend[3:])
+        assert (e.target_length, e.budget, e.study_name) == (str(length), budget,
+                                                             f"extend-{length // 8192}x")  # fmt: skip
+        v = parser.parse_args(validate[3:])
+        assert v.classic == CLASSIC and v.docs == 5 and v.keys == 20
+        assert v.lengths == str(length) and v.corpus == str(tmp_path / "prose")
+        assert v.study_name == [e.study_name] and v.storage == e.storage
+
+
+def test_run_c_fine_tunes_both_alike_and_validates_at_32k_and_64k(tmp_path) -> None:
+    from bench.device.searches import run_c_commands
+    from longrope_opt.cli import build_parser
+
+    parser = build_parser()
+    commands = [parser.parse_args(c[3:]) for c in run_c_commands(tmp_path, tmp_path / "prose")]
+    searched, yarn_cd = commands[:2]
+    assert searched.command == yarn_cd.command == "finetune"
+    for field in ("steps", "samples", "target_length", "seed", "corpus"):
+        assert getattr(searched, field) == getattr(yarn_cd, field), field
+    assert searched.factors == "experiments/results/shipped-4x.json"  # no run B study here
+    checks = commands[2:]
+    assert [c.command for c in checks] == ["eval", "eval", "validate"] * 2
+    assert {c.lengths for c in checks} == {"32768", "65536"}
+    (tmp_path / "extend-4x.db").write_bytes(b"")  # after run B: its study's winner
+    again = parser.parse_args(run_c_commands(tmp_path, None)[0][3:])
+    assert again.study_name == "extend-4x" and again.factors is None
+
+
+def test_run_c_writes_the_yarn_cd_factors_it_fine_tunes_with(tmp_path) -> None:
+    from bench.device.searches import write_yarn_cd
+    from longrope_opt.studies import load_factors
+
+    path = write_yarn_cd(tmp_path / "yarn-cd-4x.json")
+    scaling = load_factors(path)
+    assert scaling.factors.size == 32 and scaling.factors.max() == pytest.approx(4.0)
 
 
 def test_held_out_without_text_is_one_line_before_anything_loads(tmp_path, monkeypatch, capsys) -> None:

@@ -5,6 +5,7 @@ is joined or installed."""
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -35,9 +36,12 @@ def kit(tmp_path_factory) -> Path:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "in 2 parts, 5 held-out texts" in done.stdout
-    for text in (out / "held-out").iterdir():
-        body = text.read_text()
-        assert len(body) <= 5000 and body.endswith("\n") and (prose / text.name).read_text().startswith(body)
+    assert "held-out texts long enough for one window (estimated): 32k: 0" in done.stdout
+    for text in (out / "held-out").iterdir():  # carried xz-compressed
+        assert text.name.endswith(".txt.xz")
+        body = lzma.decompress(text.read_bytes()).decode()
+        source = (prose / text.name.removesuffix(".xz")).read_text()
+        assert len(body) <= 5000 and body.endswith("\n") and source.startswith(body)
     return out
 
 
@@ -83,7 +87,9 @@ def test_two_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> None
     assert "SmolLM2-135M loaded on the CPU" in second.stdout
     # Call 1's held-out text was checked, staged and handed to the check for run B.
     assert results["held_out"] == [f"book-{i}.txt" for i in range(5)]
-    assert f"run B validates on 5 held-out texts in {stage / 'held-out'}" in second.stdout
+    assert f"run B validates on 5 held-out texts in {stage / 'held-out-text'}" in second.stdout
+    for i in range(5):  # restored from the carried .xz, whole
+        assert (stage / "held-out-text" / f"book-{i}.txt").read_text().startswith("line 0 of book")
 
 
 def test_a_damaged_part_is_refused_in_one_line(kit, tmp_path) -> None:

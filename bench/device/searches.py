@@ -1,0 +1,158 @@
+"""Run B and run C of the device run: searches at GPU speed, each returned whole as it finishes.
+
+Run B extends SmolLM2-135M to 32k, 64k and 128k (4×, 8×, 16×), in that order, so a run cut off
+by the device's time limit still returns every ratio it finished: per ratio, `extend` (sized to
+its budget by the forward it times there; validated on the held-out text the kit carried), then
+`validate` of its winner against every classic row (none, PI, NTK, YaRN, YaRN-cd, NTK-cd) on 5
+held-out documents and 20 passkeys (what `extend` measured comes from the store), and the study,
+its store, tables and report packed into ``extend-<r>x.tar.gz`` in OUT at once.
+
+Run C, for the second time a GPU is lent: the paper's whole pipeline at 4×. `finetune` at 32k
+with the 4× search's factors (run B's study, or the committed 4× factor file when run B has not
+run on this machine) and, with the same steps and documents, with YaRN-cd; then each fine-tuned
+model as it is at 32k (perplexity on 5 held-out documents, 20 passkeys) and at 64k, where
+`validate` extends it 2× further against every classic row on top of it.
+
+Every command is the real CLI's (`tests/bench_tests/test_device_check.py` parses each with the
+`longrope-opt` parser); the times are the GPU estimates of `bench/device/README.md`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+
+#: Run B's lengths and the budget of each `extend` (4× first).
+B_LENGTHS = (32768, 65536, 131072)
+B_BUDGETS = ("90s", "2m", "3m")
+#: Every classic row, for the tables the issue asks for.
+CLASSIC = "none,pi,ntk,yarn,yarn-cd,ntk-cd"
+#: Held-out documents and passkeys of each table.
+DOCS, KEYS = 5, 20
+#: Run C: fine-tuning steps and documents (the same for both models), and its lengths.
+C_STEPS, C_SAMPLES, C_LENGTHS = 40, 16, (32768, 65536)
+#: The 4× factors committed from the CPU search, for run C without run B's study.
+FACTORS_4X = "experiments/results/shipped-4x.json"
+WORK = Path("/tmp/longrope-run-b")
+CLI = [sys.executable, "-m", "longrope_opt.cli"]
+
+
+def ratio(length: int) -> str:
+    """``"4x"`` for 32768 over SmolLM2's 8192."""
+    return f"{length // 8192}x"
+
+
+def run_b_commands(length: int, budget: str, work: Path, held_out: Path | None) -> list[list[str]]:
+    """`extend` to `length` and the all-rows `validate` of its winner, in its own storage."""
+    r = ratio(length)
+    storage = f"sqlite:///{work / f'extend-{r}.db'}"
+    out = work / f"out-{r}"
+    held = ["--held-out", str(held_out)] if held_out is not None else []
+    extend = [*CLI, "extend", "smollm2-135m", "--to", str(length), "--budget", budget,
+              "--storage", storage, "--study-name", f"extend-{r}", "--out", str(out),
+              "--device", "cuda", "--no-fuse", *held]  # fmt: skip
+    corpus = ["--corpus", str(held_out)] if held_out is not None else []
+    validate = [*CLI, "validate", "--study-name", f"extend-{r}", "--storage", storage,
+                "--docs", str(DOCS), "--keys", str(KEYS), "--lengths", str(length),
+                "--classic", CLASSIC, "--device", "cuda", "--output", str(out / "all-rows"),
+                *corpus]  # fmt: skip
+    return [extend, validate]
+
+
+def run_c_commands(work: Path, held_out: Path | None) -> list[list[str]]:
+    """`finetune` with the 4× search's factors and with YaRN-cd (same steps, same documents),
+    then each fine-tuned model as it is at 32k (perplexity and passkeys: `eval`) and extended
+    2× to 64k against every classic row on top of it (`validate`)."""
+    storage = f"sqlite:///{work / 'extend-4x.db'}"
+    searched = (["--study-name", "extend-4x", "--storage", storage]
+                if (work / "extend-4x.db").is_file() else ["--factors", FACTORS_4X])  # fmt: skip
+    common = ["--target-length", "32768", "--steps", str(C_STEPS), "--samples", str(C_SAMPLES),
+              "--device", "cuda", "--overwrite"]  # fmt: skip
+    commands = [
+        [*CLI, "finetune", *searched, *common, "--output", str(work / "ft-searched")],
+        [*CLI, "finetune", "--factors", str(work / "yarn-cd-4x.json"), *common,
+         "--output", str(work / "ft-yarn-cd")],
+    ]  # fmt: skip
+    corpus = ["--corpus", str(held_out)] if held_out is not None else []
+    short, long = C_LENGTHS
+    for name in ("ft-searched", "ft-yarn-cd"):
+        model = ["--model", str(work / name), "--device", "cuda", *corpus]
+        commands += [
+            [*CLI, "eval", *model, "--methods", "none", "--lengths", str(short), "--samples",
+             str(DOCS), "--output", str(work / f"{name}-ppl-{ratio(short)}")],
+            [*CLI, "eval", *model, "--task", "passkey", "--trials", str(KEYS), "--methods",
+             "none", "--lengths", str(short), "--output", str(work / f"{name}-keys-{ratio(short)}")],
+            [*CLI, "validate", *model, "--docs", str(DOCS), "--keys", str(KEYS), "--lengths",
+             str(long), "--classic", CLASSIC, "--storage", f"sqlite:///{work / 'run-c.db'}",
+             "--output", str(work / f"{name}-validate-{ratio(long)}")],
+        ]  # fmt: skip
+    return commands
+
+
+def write_yarn_cd(path: Path, length: int = 32768) -> Path:
+    """YaRN-cd for SmolLM2 at `length` as a factor file (what run C fine-tunes the reference
+    with): the same row `validate` measures."""
+    import json
+
+    from longrope_opt import RopeSpec
+    from longrope_opt.evaluation import classic_rows
+    from longrope_opt.models import read_config
+
+    spec = RopeSpec.from_config(read_config("smollm2-135m"))
+    row = next(r for r in classic_rows(spec, length) if r.name == "yarn-cd")
+    assert row.scaling is not None
+    path.write_text(json.dumps({**row.scaling.to_dict(), "target_length": length}) + "\n")
+    return path
+
+
+def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path) -> bool:
+    report.line(f"  {name}: {' '.join(cmd[2:])}")
+    with log.open("a") as fh:
+        code = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root).returncode
+    report.check(name, code == 0, f"exit {code}; log in {log.name}")
+    return code == 0
+
+
+def _pack(tar_path: Path, files: list[Path]) -> None:
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for path in files:
+            if path.is_file() and path.stat().st_size < 8 * 2**20:
+                tar.add(path, arcname=str(path.relative_to(WORK)))
+
+
+def run_b(report: Any, root: Path, budgets: list[str], lengths: list[int],
+          held_out: Path | None) -> None:  # fmt: skip
+    """Run B, ratio by ratio; each ratio's results land in OUT as soon as it finishes."""
+    WORK.mkdir(exist_ok=True)
+    report.line(f"\nrun B: {', '.join(ratio(n) for n in lengths)} at budgets {', '.join(budgets)}")
+    for length, budget in zip(lengths, budgets):
+        r = ratio(length)
+        log = report.out / f"extend-{r}.log"
+        extend, validate = run_b_commands(length, budget, WORK, held_out)
+        if _run(report, f"run B extend {r}", extend, log, root):
+            _run(report, f"run B validate {r} (every classic row)", validate, log, root)
+        out = WORK / f"out-{r}"
+        files = [WORK / f"extend-{r}.db", *sorted(out.glob("*.*"))] if out.is_dir() else []
+        _pack(report.out / f"extend-{r}.tar.gz", files)
+        table = out / "all-rows.txt"
+        if table.is_file():
+            report.line(table.read_text())
+
+
+def run_c(report: Any, root: Path, held_out: Path | None) -> None:
+    """Run C: both fine-tunes, then both validations; the tables land in OUT."""
+    WORK.mkdir(exist_ok=True)
+    write_yarn_cd(WORK / "yarn-cd-4x.json")
+    log = report.out / "run-c.log"
+    report.line("\nrun C: fine-tune 4x with the searched factors and with YaRN-cd, then validate")
+    for i, cmd in enumerate(run_c_commands(WORK, held_out)):
+        if not _run(report, f"run C step {i + 1}", cmd, log, root):
+            break
+    files = [p for name in ("ft-searched", "ft-yarn-cd") for p in sorted(WORK.glob(f"{name}-*.*"))]
+    _pack(report.out / "run-c.tar.gz", [WORK / "run-c.db", WORK / "yarn-cd-4x.json", *files])
+    for table in sorted(WORK.glob("ft-*-validate-*.txt")):
+        report.line(table.read_text())
