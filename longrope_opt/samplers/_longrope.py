@@ -281,6 +281,8 @@ class LongRoPESampler(SpaceSampler):
         self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
     ) -> tuple[Genome, str]:
         if self._operators == "surrogate" and (gen > 0 or self.seeded):
+            if gen > 0:  # the generation's parents, stored for the population pruner and plots
+                self.get_parents(study, gen)
             sign, constrained = direction_sign(study), self._constraints_func is not None
             complete = [t for t in self._index.finished() if t.state == TrialState.COMPLETE]
             genome, step, start = surrogate_proposal(

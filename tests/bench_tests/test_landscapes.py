@@ -3,13 +3,16 @@ sampler reaches the constrained one's feasible optimum, not only feasibility."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import optuna
 import pytest
 
-from bench.landscape_bench import run
 from bench.landscapes import LANDSCAPES
 from bench.landscapes import SCALES
 from bench.landscapes import build
@@ -17,7 +20,7 @@ from bench.landscapes import optimum_params
 
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _nearby(instance, rng: np.random.Generator, count: int = 40) -> list[dict]:
@@ -65,15 +68,30 @@ def test_the_noisy_landscape_reads_the_same_point_the_same_way() -> None:
     assert instance.observed(params) != instance.true_value(params)
 
 
+_RUN = """
+import json, sys
+from bench.landscapes import build
+from bench.landscape_bench import run
+instance = build("constrained", 4, int(sys.argv[1]))
+seeds = [instance.true_value(p) for _, p in instance.space.seed_params()
+         if instance.violation(p) <= 0]
+print(json.dumps({"gap": min(seeds) - instance.optimum,
+                  "regret": run(instance, "longrope", int(sys.argv[1]), 300)["regret"]["300"]}))
+"""
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_default_sampler_reaches_the_feasible_optimum(seed: int) -> None:
     # The bar: 90 % of the way from the best feasible seed to the feasible optimum in 300 trials.
     # A sampler that only keeps feasibility stays at the seed (0 %); the paper's operators, which
     # creep towards the boundary one gene at a time, close about half the gap
     # (bench/results/landscapes.txt: 6.0 left of ≈ 12 at 4x, 300 trials).
-    instance = build("constrained", 4, seed)
-    seeds = [instance.true_value(p) for _, p in instance.space.seed_params()
-             if instance.violation(p) <= 0]  # fmt: skip
-    gap = min(seeds) - instance.optimum
-    regret = run(instance, "longrope", seed, 300)["regret"]["300"]
-    assert regret <= 0.1 * gap, (regret, gap)
+    # In a process of its own with one BLAS thread: the model's small solves crawl when threaded
+    # BLAS shares the cores with the other test process (90 s instead of 10).
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", _RUN, str(seed)], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["regret"] <= 0.1 * result["gap"], result

@@ -77,7 +77,7 @@ def test_fitness_cost_prints_both_searches_against_the_one_document_baseline(
         ([*SYNTHETIC, "--samplers", "longrope,annealing"], "unknown sampler 'annealing'"),
         ([*SYNTHETIC, "--samplers", " , "], "--samplers must name at least one sampler"),
         ([*OVERHEAD, "--trials", "-5"], "--trials must be >= 1, got -5"),
-        ([*OVERHEAD, "--operators", "paper,greedy"], "--operators must name paper and/or adaptive"),
+        ([*OVERHEAD, "--operators", "paper,greedy"], "--operators must name surrogate, paper and/or adaptive"),
         ([*FITNESS, "--trials", "2"], "--trials must be >= 4"),
         ([*FITNESS, "--stored"], "--stored needs --study-name"),
     ],
