@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from longrope_opt.samplers._population import store_constraints
 from longrope_opt.samplers._protocol import EvolutionSpace
 from longrope_opt.samplers._screen import INCUMBENT_KEY
 from longrope_opt.samplers._screen import STEP_KEY
+from longrope_opt.samplers._screen import local_size
 from longrope_opt.samplers._screen import surrogate_proposal
 
 
@@ -131,6 +133,10 @@ class LongRoPESampler(SpaceSampler):
         self._constraints_func = constraints_func
         self._index = TrialIndex(self._key_of_finished)
         self._genomes: dict[int, Genome | None] = {}
+        self._pending: list[FrozenTrial] = []  # finished, not ranked yet
+        self._ranked: list[tuple[Any, int]] = []  # (rank key, number), best first
+        self._ranked_trials_list: list[FrozenTrial] = []  # the same trials, in that order
+        self._steps: list[FrozenTrial] = []  # finished model steps
         self._step_start: dict[tuple, float] = {}
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
@@ -283,11 +289,12 @@ class LongRoPESampler(SpaceSampler):
         if self._operators == "surrogate" and (gen > 0 or self.seeded):
             if gen > 0:  # the generation's parents, stored for the population pruner and plots
                 self.get_parents(study, gen)
-            sign, constrained = direction_sign(study), self._constraints_func is not None
-            complete = [t for t in self._index.finished() if t.state == TrialState.COMPLETE]
+            sign = direction_sign(study)
+            self._index.refresh(study)
+            ranked, steps = self._ranked_trials(sign)
             genome, step, start = surrogate_proposal(
-                complete, self._genome_of_finished, self._space, rng, seen, slot=slot, sign=sign,
-                rank=lambda t: rank_key(t, sign, constrained), num_parents=self._num_parents,
+                ranked, steps, self._genome_of_finished, self._space, rng, seen, slot=slot,
+                sign=sign, num_parents=self._num_parents,
                 prob=self._mutation_prob, fallback=self._seed_genomes,
             )  # fmt: skip
             if genome is not None:
@@ -391,6 +398,22 @@ class LongRoPESampler(SpaceSampler):
                 keys.add(genome.key())
         return keys
 
+    def _ranked_trials(self, sign: float) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
+        # Finished trials never change: each is ranked once, as it is first seen finished
+        # (`_key_of_finished` queues it), and kept in order; a proposal reads the best few.
+        constrained = self._constraints_func is not None
+        for trial in self._pending:
+            if trial.state == TrialState.COMPLETE and trial.values:
+                entry = (rank_key(trial, sign, constrained), trial.number)
+                at = bisect.bisect(self._ranked, entry)
+                self._ranked.insert(at, entry)
+                self._ranked_trials_list.insert(at, trial)
+                if trial.system_attrs.get(STEP_KEY) == "model":
+                    self._steps.append(trial)
+        self._pending.clear()
+        size = local_size(self._space, self._num_parents)
+        return self._ranked_trials_list[:size], self._steps
+
     def _genome_of_finished(self, trial: FrozenTrial) -> Genome | None:
         # A finished trial's params never change: decode each once.
         if trial.number not in self._genomes:
@@ -398,6 +421,7 @@ class LongRoPESampler(SpaceSampler):
         return self._genomes[trial.number]
 
     def _key_of_finished(self, trial: FrozenTrial) -> tuple | None:
+        self._pending.append(trial)  # ranked by the next surrogate proposal
         genome = self._genome_of_params(trial.params)
         return None if genome is None else genome.key()
 

@@ -142,14 +142,20 @@ class Screen:
         return out
 
 
-def radius(history: Sequence[FrozenTrial], sign: float, rank: Any) -> float:
+def local_size(space: EvolutionSpace, num_parents: int) -> int:
+    """How many of the best trials the model is fitted on (and the parents drawn from)."""
+    return max(MIN_FIT, LOCAL * len(space.names) + 10, num_parents)
+
+
+def radius(history: Sequence[FrozenTrial], sign: float) -> float:
     """The trust region's radius now: replayed over the model-step trials in trial order (a
     step that beat the trial it started from doubles the radius, one that did not halves it).
     A step's start is the value recorded with it (`INCUMBENT_KEY`)."""
     r = RADIUS
-    for trial in sorted(history, key=lambda t: t.number):
+    steps = [t for t in history if t.system_attrs.get(STEP_KEY) == "model"]
+    for trial in sorted(steps, key=lambda t: t.number):
         start = trial.system_attrs.get(INCUMBENT_KEY)
-        if trial.system_attrs.get(STEP_KEY) != "model" or start is None or not trial.values:
+        if start is None or not trial.values:
             continue
         better = sign * float(trial.values[0]) < sign * float(start)
         r = min(2.0 * r, RADIUS_MAX) if better else max(0.5 * r, RADIUS_MIN)
@@ -165,7 +171,8 @@ def prescreen(screen: Screen, candidates: list[Genome], seen: set) -> Genome | N
 
 
 def surrogate_proposal(
-    trials: Sequence[FrozenTrial],
+    ranked: Sequence[FrozenTrial],
+    steps: Sequence[FrozenTrial],
     decode: Any,
     space: EvolutionSpace,
     rng: np.random.Generator,
@@ -173,7 +180,6 @@ def surrogate_proposal(
     *,
     slot: int,
     sign: float,
-    rank: Any,
     num_parents: int,
     prob: float,
     fallback: list[Genome],
@@ -184,34 +190,33 @@ def surrogate_proposal(
     trials for a model (the caller uses its own operators).
 
     Args:
-        trials: The study's complete trials (with values).
+        ranked: The study's best complete trials, best first (feasible first): at least the
+            model's `LOCAL`·n + 10 and the parents, when the study has them.
+        steps: The study's finished model-step trials (their successes set the trust region).
         decode: A finished trial → its `Genome` (None when its params are incomplete).
         space: The search space.
         rng: This proposal's generator.
         seen: Keys of candidates the study already holds or claims.
         slot: The trial's slot in its generation (every `MODEL_EVERY`-th is a model step).
         sign: 1 to minimize, -1 to maximize.
-        rank: The population's sort key of a trial (feasible first, then by value).
         num_parents: How many of the best trials the offspring come from.
         prob: Per-gene mutation probability.
         fallback: Parents to use when no complete trial decodes (the seeds).
     """
-    ranked = sorted(trials, key=rank)
+    # a local model: the best trials only (which keeps a proposal cheap at thousands of trials)
     history = []
-    for trial in ranked:
+    for trial in ranked[: local_size(space, num_parents)]:
         genome = decode(trial)
-        if genome is not None and trial.values:
+        if genome is not None:
             constraints = trial.system_attrs.get("constraints")
             history.append((genome, float(trial.values[0]), constraints))
     if len(history) < MIN_FIT:
         return None, "", None
-    # a local model: the best trials (cheap at thousands of trials too)
-    n = history[0][0].factors.size
-    screen = Screen(space, history[: max(MIN_FIT, LOCAL * n + 10)], sign)
+    screen = Screen(space, history, sign)
     if not screen.ready:
         return None, "", None
     if slot % MODEL_EVERY == 0:
-        step = screen.model_step(history[0][0], radius(trials, sign, rank))
+        step = screen.model_step(history[0][0], radius(steps, sign))
         if step is not None:
             step = step._replace(factors=space.snap_candidate(step.factors, None))
             if step.key() not in seen:

@@ -123,7 +123,7 @@ class QuadraticModel:
         for weight in PRIORS:
             inverse = np.linalg.inv(gram + weight * penalty)
             coef = inverse @ target
-            hat = np.einsum("ij,jk,ik->i", z, inverse, z)
+            hat = np.sum((z @ inverse) * z, axis=1)  # diag(Z A⁻¹ Zᵀ)
             loo = (b - z @ coef) / np.maximum(1.0 - hat, 1e-6)
             error = float(np.mean(loo**2))
             if best is None or error < best[0]:
