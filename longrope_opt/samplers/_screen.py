@@ -25,10 +25,8 @@ from longrope_opt.samplers._protocol import EvolutionSpace
 from longrope_opt.samplers._surrogate import QuadraticModel
 
 
-#: A trial's system attr naming the operator that proposed it (``"model"`` for a model step).
+#: A model step's system attr: ``["model", the value of the trial it started from]`` (one write).
 STEP_KEY = "LongRoPESampler:step"
-#: A model step's system attr: the value of the trial it started from.
-INCUMBENT_KEY = "LongRoPESampler:step_from"
 #: Complete trials the model needs before it screens anything.
 MIN_FIT = 6
 #: Offspring drawn per screened slot.
@@ -150,13 +148,13 @@ def local_size(space: EvolutionSpace, num_parents: int) -> int:
 def radius(history: Sequence[FrozenTrial], sign: float) -> float:
     """The trust region's radius now: replayed over the model-step trials in trial order (a
     step that beat the trial it started from doubles the radius, one that did not halves it).
-    A step's start is the value recorded with it (`INCUMBENT_KEY`)."""
+    A step's start is the value recorded with it (`STEP_KEY`)."""
     r = RADIUS
-    steps = [t for t in history if t.system_attrs.get(STEP_KEY) == "model"]
-    for trial in sorted(steps, key=lambda t: t.number):
-        start = trial.system_attrs.get(INCUMBENT_KEY)
-        if start is None or not trial.values:
+    for trial in sorted(history, key=lambda t: t.number):
+        tag = trial.system_attrs.get(STEP_KEY)
+        if not isinstance(tag, list) or tag[0] != "model" or not trial.values:
             continue
+        start = tag[1]
         better = sign * float(trial.values[0]) < sign * float(start)
         r = min(2.0 * r, RADIUS_MAX) if better else max(0.5 * r, RADIUS_MIN)
     return r

@@ -33,7 +33,6 @@ from ._population import enters
 from ._population import rank_key
 from ._population import store_constraints
 from ._protocol import EvolutionSpace
-from ._screen import INCUMBENT_KEY
 from ._screen import STEP_KEY
 from ._screen import local_size
 from ._screen import surrogate_proposal
@@ -134,6 +133,7 @@ class LongRoPESampler(SpaceSampler):
         self._constraints_func = constraints_func
         self._index = TrialIndex(self._key_of_finished)
         self._genomes: dict[int, Genome | None] = {}
+        self._parents: dict[int, list[int]] = {}  # generation → parents, as stored
         self._pending: list[FrozenTrial] = []  # finished, not ranked yet
         self._ranked: list[tuple[Any, int]] = []  # (rank key, number), best first
         self._ranked_trials_list: list[FrozenTrial] = []  # the same trials, in that order
@@ -194,7 +194,13 @@ class LongRoPESampler(SpaceSampler):
         if generation == 0:
             return []
         self._index.refresh(study)
-        numbers = _state.cached_parents(study, generation)
+        # Read back from the storage once stored there (then they never change): one read per
+        # generation, not one per proposal.
+        numbers = self._parents.get(generation)
+        if numbers is None:
+            numbers = _state.cached_parents(study, generation)
+            if numbers is not None:
+                self._parents[generation] = numbers
         if numbers is None:
             pool = {
                 t.number: t
@@ -274,11 +280,9 @@ class LongRoPESampler(SpaceSampler):
             genome, step = self._propose(study, gen, slot, rng, set())
         else:
             genome, step = self._propose_unclaimed(study, trial, gen, slot, rng)
-        if step:  # which operator made it: the trust region replays the model steps
-            study._storage.set_trial_system_attr(trial._trial_id, STEP_KEY, step)
-            start = self._step_start.pop(genome.key(), None)
-            if start is not None:
-                study._storage.set_trial_system_attr(trial._trial_id, INCUMBENT_KEY, start)
+        start = self._step_start.pop(genome.key(), None)
+        if step == "model" and start is not None:  # the trust region replays the model steps
+            study._storage.set_trial_system_attr(trial._trial_id, STEP_KEY, [step, start])
         params = self._params_of(genome)
         return {name: value for name, value in params.items() if name in search_space}
 
@@ -291,7 +295,8 @@ class LongRoPESampler(SpaceSampler):
             if gen > 0:  # the generation's parents, stored for the population pruner and plots
                 self.get_parents(study, gen)
             sign = direction_sign(study)
-            self._index.refresh(study)
+            if not self._dedup:  # with dedup, `_existing_keys` has just read the study
+                self._index.refresh(study)
             ranked, steps = self._ranked_trials(sign)
             genome, step, start = surrogate_proposal(
                 ranked, steps, self._genome_of_finished, self._space, rng, seen, slot=slot,
@@ -409,7 +414,7 @@ class LongRoPESampler(SpaceSampler):
                 at = bisect.bisect(self._ranked, entry)
                 self._ranked.insert(at, entry)
                 self._ranked_trials_list.insert(at, trial)
-                if trial.system_attrs.get(STEP_KEY) == "model":
+                if isinstance(trial.system_attrs.get(STEP_KEY), list):
                     self._steps.append(trial)
         self._pending.clear()
         size = local_size(self._space, self._num_parents)
