@@ -269,3 +269,13 @@ def add_margin_flag(group: Any) -> None:
         "default 1%%: a smaller gain does not carry from one kind of text to another; see "
         "docs/results.md)",
     )  # fmt: skip
+
+
+def add_trained_length_flag(group: Any) -> None:
+    """``--trained-length``: the checkpoint's trained length when its config says otherwise."""
+    group.add_argument(
+        "--trained-length", type=int, default=None, metavar="N",
+        help="the length the checkpoint was trained or fine-tuned to, when its config says "
+        "otherwise (default: the config's max_position_embeddings, or the reach of its yarn / "
+        "linear RoPE scaling); the extension's ratio counts from it",
+    )  # fmt: skip

@@ -12,6 +12,7 @@ from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_margin_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import add_trained_length_flag
 from longrope_opt.cli._common import int_list
 from longrope_opt.errors import InvalidArgumentError
 
@@ -64,6 +65,7 @@ def add_parser(sub: Any) -> None:
                       "read are used, too few is refused before the search starts)")  # fmt: skip
     text.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
     add_margin_flag(text)
+    add_trained_length_flag(text)
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                         dtype=args.dtype, attn=args.attn, fuse=args.fuse,
                         heartbeat_interval=args.heartbeat_interval, seed=args.seed,
                         graceful_interrupt=True, on_plan=show,
+                        trained_length=args.trained_length,
                         **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "

@@ -13,6 +13,7 @@ from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_space_flags
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
+from longrope_opt.cli._common import add_trained_length_flag
 from longrope_opt.cli._common import evolution_kwargs
 from longrope_opt.cli._common import text_kwargs
 from longrope_opt.objectives import OBJECTIVES
@@ -58,6 +59,7 @@ def add_parser(sub: Any) -> None:
         examples=EXAMPLES,
     )
     add_model_flags(parser)
+    add_trained_length_flag(parser.add_argument_group("the checkpoint"))
     study = parser.add_argument_group("study")
     study.add_argument(
         "--target-length", type=int, default=16384, help="L' to extend to (default 16384)"
@@ -200,6 +202,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         seed_all=args.seed_all,
         pruner=args.pruner,
         retrieval_keys=args.retrieval_keys,
+        trained_length=args.trained_length,
         seed_methods=None if args.seed_methods is None else tuple(
             n.strip() for n in args.seed_methods.split(",") if n.strip()
         ),

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.rope import TRAINED_LENGTH_ATTR
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
@@ -162,6 +163,7 @@ def export_model(
     config.max_position_embeddings = int(target_length)
     if hasattr(config, "original_max_position_embeddings"):  # Phi-3 keeps its own field
         config.original_max_position_embeddings = spec.original_length
+    said = model.config.__dict__.pop(TRAINED_LENGTH_ATTR, None)  # the export's own is the target
     setattr(
         model.config,
         CONFIG_KEY,
@@ -205,6 +207,8 @@ def export_model(
             config.original_max_position_embeddings = saved[2]
         model.config.dtype = saved_dtype
         delattr(model.config, CONFIG_KEY)
+        if said is not None:
+            setattr(model.config, TRAINED_LENGTH_ATTR, said)
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     (out / "README.md").write_text(_readme(out, pair, target_length, loader))

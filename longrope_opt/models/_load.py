@@ -23,6 +23,7 @@ from longrope_opt.models._export import read_export
 from longrope_opt.models._smollm2 import ALIAS
 from longrope_opt.models._smollm2 import cache_dir
 from longrope_opt.models._smollm2 import resolve_smollm2
+from longrope_opt.rope import TRAINED_LENGTH_ATTR
 
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def load_model(
     attn: str | None = None,
     device: str = "auto",
     fuse: bool = False,
+    trained_length: int | None = None,
 ) -> tuple[Any, Any]:
     """Load a RoPE causal LM and its tokenizer, ready for evaluation (eval mode, no grad needed).
 
@@ -90,6 +92,9 @@ def load_model(
             the default attention is flash-attn 2 when installed and supported, else SDPA.
         fuse: Compile the element-wise work (norms, MLP) with `torch.compile`: faster long
             forwards on CPU after a one-off compile per sequence length (`bench/objective.py`).
+        trained_length: The length the checkpoint was trained or fine-tuned to, when its config
+            says otherwise (default: the config's, `RopeSpec.from_config`): extensions count
+            their ratio from it and exports switch to their long factors past it.
 
     Returns:
         ``(model, tokenizer)``. A directory written by `export_model` whose RoPE transformers
@@ -102,6 +107,7 @@ def load_model(
         InvalidArgumentError: Bad `dtype` or `attn`.
     """
     _check_choice("dtype", dtype, DTYPES)
+    check_trained_length(trained_length)
     if attn is not None:
         _check_choice("attn", attn, ATTENTION)
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
@@ -131,7 +137,7 @@ def load_model(
     requested = attn
     attn = choose_attention(device, attn)  # the path's own attention is set once it is chosen
     source, gguf_file = _resolve(name_or_path)
-    config = read_config(name_or_path)
+    config = read_config(name_or_path, trained_length=trained_length)
     if config is not None:
         check_supported(config)  # a refused family fails here, before any weight is read
     start = time.perf_counter()
@@ -154,6 +160,8 @@ def load_model(
             raise UnsupportedModelError(f"`model` {name_or_path!r}: {first}") from exc
         raise
     find_rotary_modules(model)  # fail now, with the model type, if there is no RoPE
+    if trained_length is not None:
+        setattr(model.config, TRAINED_LENGTH_ATTR, int(trained_length))
     check_supported(model.config)
     exported = read_export(model.config)
     if exported is not None and (needs_loader(exported) or _requires_loader(model.config)):
@@ -209,10 +217,20 @@ def load_tokenizer(name_or_path: str) -> Any:
         ) from exc
 
 
-def read_config(name_or_path: str) -> Any | None:
+def check_trained_length(trained_length: Any) -> None:
+    """A one-line error unless `trained_length` is None or an integer >= 2."""
+    if trained_length is None:
+        return
+    if isinstance(trained_length, bool) or not isinstance(trained_length, int) or trained_length < 2:
+        raise InvalidArgumentError(
+            f"`trained_length` must be an integer >= 2, got {trained_length!r}."
+        )
+
+
+def read_config(name_or_path: str, *, trained_length: int | None = None) -> Any | None:
     """The model's transformers config without its weights (to validate a command before a
     load that can take minutes), or None when it cannot be read without loading (a hub id off
-    the network, say): the load then validates as usual."""
+    the network, say): the load then validates as usual. `trained_length`: as `load_model`'s."""
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     from transformers import AutoConfig
 
@@ -223,6 +241,10 @@ def read_config(name_or_path: str) -> Any | None:
         if not (Path(source) / "config.json").is_file() and ggufs:
             extra = {"gguf_file": ggufs[0].name}
     try:
-        return AutoConfig.from_pretrained(source, **extra)
+        config = AutoConfig.from_pretrained(source, **extra)
     except (OSError, ValueError, KeyError):
         return None
+    if trained_length is not None:
+        check_trained_length(trained_length)
+        setattr(config, TRAINED_LENGTH_ATTR, int(trained_length))
+    return config

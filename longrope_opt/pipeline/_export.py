@@ -23,6 +23,7 @@ from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
 from longrope_opt.studies import record
 from longrope_opt.studies import resolve_storage_url
+from longrope_opt.studies import stored_trained_length
 from longrope_opt.studies import study_winner
 from longrope_opt.training import FinetuneResult
 from longrope_opt.training import finetune
@@ -104,7 +105,8 @@ def export_winner(
     target = record.target_length(study)
     if target is None:
         raise InvalidArgumentError(f"study {study.study_name!r} records no target length.")
-    lm, tokenizer = load_model(model, dtype="float32", device=device, attn=attn)
+    lm, tokenizer = load_model(model, dtype="float32", device=device, attn=attn,
+                               trained_length=stored_trained_length(study))  # fmt: skip
     spec = RopeSpec.from_config(lm.config)
     scaling: Any = winner.scaling
     if short is not None:

@@ -63,15 +63,16 @@ SEEDS = ("yarn", "yarn-cd", "ntk-cd")
 
 
 def extend_config(
-    model: str, target_length: int, *, corpus: str = "builtin", seed: int = 0
-) -> SearchConfig:
+    model: str, target_length: int, *, corpus: str = "builtin", seed: int = 0,
+    trained_length: int | None = None,
+) -> SearchConfig:  # fmt: skip
     """The search `extend` runs: 3 documents taking turns over the corpus's kinds, the
     population pruner, a 4-passkey retrieval constraint, the YaRN/YaRN-cd/NTK-cd seeds, n̂ = 0,
     the LongRoPE attention rule, the LongRoPE sampler's default (surrogate) operators."""
     return SearchConfig(
         model=model, corpus=corpus, samples=3, seed=seed, target_length=target_length, n_hat=0,
         sampler="longrope", sampler_options=dict(EVOLUTION), seed_methods=SEEDS,
-        pruner="population", draw="kinds", retrieval_keys=4,
+        pruner="population", draw="kinds", retrieval_keys=4, trained_length=trained_length,
     )  # fmt: skip
 
 
@@ -124,6 +125,7 @@ def extend(
     heartbeat_interval: int | None = 60,
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
+    trained_length: int | None = None,
     progress: bool = True,
     graceful_interrupt: bool = False,
     on_plan: Callable[[Plan, bool], None] | None = None,
@@ -154,6 +156,9 @@ def extend(
         margin: The practical margin on the perplexity ratio: the searched winner ships only
             when it beats the best classic row by more (`longrope_opt.evaluation.summarize`);
             otherwise the formula is what the summary's load line points at.
+        trained_length: The length the checkpoint was trained or fine-tuned to, when its config
+            says otherwise (default: the config's: `max_position_embeddings`, or the reach of
+            its `yarn`/`linear` scaling).
         progress: Progress bars: one per stage and one overall, with an ETA.
         graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
         on_plan: Called with the plan (and whether it was read from the study) before any
@@ -177,7 +182,8 @@ def extend(
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")
-    config = extend_config(model, target_length, corpus=corpus, seed=seed)
+    config = extend_config(model, target_length, corpus=corpus, seed=seed,
+                           trained_length=trained_length)  # fmt: skip
     name = study_name or f"extend-{config.default_study_name()}"
     context = {"held_out": held_out, "seed": seed, "margin": margin}
     done = _already_shipped(storage, name, out, context)

@@ -34,6 +34,7 @@ from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
 from longrope_opt.studies import record
 from longrope_opt.studies import resolve_storage_url
+from longrope_opt.studies import stored_trained_length
 from longrope_opt.studies import study_documents
 from longrope_opt.viz import validation_figure
 
@@ -76,6 +77,7 @@ def validate_candidates(
     remeasure_other_paths: bool = False,
     output: str | Path | None = None,
     margin: float = DEFAULT_MARGIN,
+    trained_length: int | None = None,
     progress: bool = True,
 ) -> ValidationResult:
     """Judge studies' winners and factor files against the classic rows on held-out text.
@@ -101,6 +103,8 @@ def validate_candidates(
         output: Also write ``output.csv``, ``.json``, ``.html`` and ``.txt``.
         margin: The practical margin on the perplexity ratio (`summarize`): a ratio within
             [1 − margin, 1 + margin] is "equivalent", not a reason to ship searched factors.
+        trained_length: The checkpoint's trained length when its config says otherwise
+            (default: what the studies' searches were told, else the config's).
         progress: A progress bar with an ETA.
 
     Raises:
@@ -128,10 +132,12 @@ def validate_candidates(
     candidates += factor_rows(factors)
     provenance = [record.read_provenance(s) for s in loaded]
     model = model or next((p["model"] for p in provenance if p.get("model")), "smollm2-135m")
+    if trained_length is None:  # what the searches were told, so the rows match theirs
+        trained_length = next((n for s in loaded if (n := stored_trained_length(s))), None)
     if not lengths:
         lengths = sorted({int(p["target_length"]) for p in provenance if p.get("target_length")})
         lengths = lengths or [16384]
-    config = read_config(model)
+    config = read_config(model, trained_length=trained_length)
     if config is not None:  # a length inside the trained window has no classic extension
         trained = check_supported(config).original_length  # a refused family: one line
         inside = [n for n in lengths if n <= trained]
@@ -145,7 +151,8 @@ def validate_candidates(
     tokenizer = load_tokenizer(model)  # seconds: the corpus is checked before the weights
     documents = load_samples(corpus, tokenizer, max(lengths), docs, seed, exclude=exclude,
                              windows=windows)  # fmt: skip
-    lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn)
+    lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn,
+                               trained_length=trained_length)  # fmt: skip
     path = (getattr(lm, "longrope_opt_compute", None) or {}).get("path", dtype)
     kept = MeasurementStore(_open_store(store) if store else held, path=path,
                             reuse_other_paths=not remeasure_other_paths)  # fmt: skip

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.registry import Registry
+from longrope_opt.rope._config import TRAINED_LENGTH_ATTR
 from longrope_opt.rope._config import extended_layer_types
 from longrope_opt.rope._config import is_local
 from longrope_opt.rope._methods import critical_dimension
@@ -71,6 +72,7 @@ __all__ = [
     "ATTENTION_RULES",
     "METHODS",
     "NativeRope",
+    "TRAINED_LENGTH_ATTR",
     "ROPE_TYPES",
     "extended_layer_types",
     "is_local",

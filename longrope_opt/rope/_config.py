@@ -21,6 +21,9 @@ from longrope_opt.rope._native import native_rope
 LOCAL_LAYER_TYPES = ("sliding", "local", "chunked")
 #: Families that hard-code their base and name the rotated channels ``rotary_dim``.
 FIXED_BASE = {"gptj": 10000.0, "codegen": 10000.0}
+#: A config attribute that says the trained length when the checkpoint's config does not
+#: (`longrope_opt.models.load_model`'s ``trained_length`` sets it; exports never save it).
+TRAINED_LENGTH_ATTR = "longrope_opt_trained_length"
 
 
 def _model_type(config: Any) -> str:
@@ -98,6 +101,7 @@ def _attr(config: Any, name: str) -> Any:
 
 def read_rope(config: Any) -> dict[str, Any]:
     """The fields of a checkpoint's `RopeSpec` (see `RopeSpec.from_config`, which builds it)."""
+    said = getattr(config, TRAINED_LENGTH_ATTR, None)  # the user's word over the config's
     text = getattr(config, "get_text_config", None)  # multimodal: the language model's config
     config = text() if callable(text) else config
     model_type = _model_type(config)
@@ -133,7 +137,7 @@ def read_rope(config: Any) -> dict[str, Any]:
     return dict(
         head_dim=int(head_dim),
         base=float(base),
-        original_length=int(native.trained_length),
+        original_length=int(said) if said else int(native.trained_length),
         rotary_dim=rotary,
         native_factors=tuple(float(x) for x in native.factors),
         native_attention=native.attention_scale,

@@ -60,6 +60,7 @@ from longrope_opt.studies._winner import ranked_trials
 from longrope_opt.studies._winner import reranked_best
 from longrope_opt.studies._winner import reranked_order
 from longrope_opt.studies._winner import space_of_study
+from longrope_opt.studies._winner import stored_trained_length
 from longrope_opt.studies._winner import study_winner
 
 
@@ -117,5 +118,6 @@ __all__ = [
     "sqlite_path",
     "study_documents",
     "study_winner",
+    "stored_trained_length",
     "write_html",
 ]

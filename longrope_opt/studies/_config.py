@@ -90,6 +90,8 @@ class SearchConfig:
         retrieval_keys: Passkey prompts of the retrieval constraint at the target length (0:
             none): a candidate that would enter the population must retrieve as many as the
             study's best seed (`longrope_opt.studies.RetrievalConstraint`).
+        trained_length: The length the checkpoint was trained or fine-tuned to when its config
+            says otherwise (None: the config's; `longrope_opt.models.load_model`).
         seed_methods: The full space's seeds by name (`longrope_opt.space.SEED_NAMES`). None until
             `run_search` resolves it: a study keeps the seeds it was created with (the paper's
             PI/NTK/YaRN for studies made before this field); a new full-space first search gets
@@ -121,6 +123,7 @@ class SearchConfig:
     draw: str | None = None
     retrieval_keys: int = 0
     seed_methods: tuple[str, ...] | None = None
+    trained_length: int | None = None
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
@@ -136,6 +139,8 @@ class SearchConfig:
                 )
             object.__setattr__(self, "seed_methods", seeds)
         _int("target_length", self.target_length, 2)
+        if self.trained_length is not None:
+            _int("trained_length", self.trained_length, 2)
         if self.sampler == "longrope" and "operators" not in (self.sampler_options or {}):
             # written out, so a study made now says which operators it ran (a study stored
             # without it ran the paper's: `from_dict`)

@@ -30,6 +30,7 @@ from longrope_opt.objectives import RetrievalConstraint
 from longrope_opt.objectives import check_options
 from longrope_opt.objectives import sample_length
 from longrope_opt.patching import check_supported
+from longrope_opt.rope import TRAINED_LENGTH_ATTR
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import make_pruner
 from longrope_opt.samplers import make_sampler
@@ -104,18 +105,24 @@ def prepare(
         stored = None
     # The space is checked against the model's config before its weights load (minutes for a
     # 7B model): target vs trained length, the base stage, the λ cap.
-    model_config = model.config if model is not None else read_config(config.model)
+    said = config.trained_length
+    if model is not None and said is not None:  # a model the caller loaded: the user's word
+        setattr(model.config, TRAINED_LENGTH_ATTR, said)
+    model_config = model.config if model is not None else read_config(config.model,
+                                                                      trained_length=said)  # fmt: skip
     if model_config is not None:
         check_supported(model_config)  # a refused family: one line, before any weight loads
     if model_config is None or not _has_rope(model_config):  # the load says what is wrong
-        model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn, fuse=fuse)
+        model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn,
+                                      fuse=fuse, trained_length=said)  # fmt: skip
         model_config = model.config
     base = None if config.base in (None, "config") else resolve_base(
         config.base, model_config=model_config, storage=storage
     )  # fmt: skip
     config, space, difference = config.settle(stored, model_config, base)
     if model is None:
-        model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn, fuse=fuse)
+        model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn,
+                                      fuse=fuse, trained_length=config.trained_length)  # fmt: skip
     options = dict(config.objective_options)
     length = config.sample_length or sample_length(factory, config.target_length, options)
     samples = load_samples(

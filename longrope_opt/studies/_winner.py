@@ -167,3 +167,11 @@ def best_scaling(study: optuna.Study) -> tuple[RopeScaling, FrozenTrial]:
     best trial."""
     winner = study_winner(study)
     return winner.scaling, winner.trial
+
+
+def stored_trained_length(study: optuna.Study) -> int | None:
+    """The trained length a study's search was told (`SearchConfig.trained_length`), or None
+    (the checkpoint's own, or a study made without a config)."""
+    if record.read_config(study) is None:
+        return None
+    return SearchConfig.from_study(study).trained_length

@@ -112,3 +112,30 @@ def test_an_unsupported_family_is_one_line_before_any_weight(tmp_path, capfd) ->
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) >= 1 and "model type 'lara_mini' is not supported" in err[-1]
     assert not any("loading" in line for line in err)
+
+
+def test_the_user_says_the_trained_length_when_the_config_does_not(tmp_path) -> None:
+    # A checkpoint fine-tuned to 128 tokens whose config still says 256
+    model = save_tiny_model_dir(tmp_path / "model", max_position_embeddings=256)
+    corpus = write_tiny_corpus(tmp_path / "corpus", n_docs=10, words=1200)
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    assert main(["extend", model, "--to", "512", "--trained-length", "128", "--corpus", corpus,
+                 "--dtype", "float32", "--no-fuse", "--trials", "4", "--storage", storage,
+                 "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    (summary,) = [s for s in optuna.get_all_study_summaries(storage)
+                  if s.study_name.startswith("extend-")]  # fmt: skip
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    spec = record.read_spec(study)
+    assert spec.original_length == 128  # 4x, not 2x of the config's 256
+    assert max(lambda_records(study)["curves"]["seed yarn"]) == pytest.approx(4.0)
+    config = json.loads((tmp_path / "out" / "model" / "config.json").read_text())
+    assert config["longrope_opt"]["original_length"] == 128
+    assert config["rope_parameters"]["original_max_position_embeddings"] == 128
+    assert "longrope_opt_trained_length" not in config  # the export's own length is the target
+    # validate adopts what the search was told
+    assert main(["validate", "--study-name", summary.study_name, "--storage", storage,
+                 "--corpus", corpus, "--docs", "2", "--keys", "0", "--classic", "yarn-cd",
+                 "--dtype", "float32"]) == 0  # fmt: skip
+    with pytest.raises(SystemExit):  # argparse: not a number
+        main(["extend", model, "--to", "512", "--trained-length", "x"])
+    assert main(["extend", model, "--to", "512", "--trained-length", "1"]) == 2
