@@ -25,8 +25,10 @@ from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import get_method
 from longrope_opt.rope import none
 from longrope_opt.studies import factors_with_length
+from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
 from longrope_opt.studies import resolve_storage_url
+from longrope_opt.studies import stored_trained_length
 from longrope_opt.viz import length_figure
 from longrope_opt.viz import length_records
 
@@ -131,10 +133,17 @@ def compare_methods(
     if factors and study_name:
         raise InvalidArgumentError("give `factors` or `study_name`, not both.")
     check_source(corpus)
-    pre = read_config(model)  # factors and studies are checked before the weights load
+    # A study's search may have been told the trained length: its rows are computed from it here
+    # too (as `validate` does), so "searched" and the formulas mean what they meant there.
+    trained = None
+    if study_name:
+        held = make_storage(resolve_storage_url(storage), must_exist=True)
+        trained = stored_trained_length(load_named_study(held, study_name))
+    pre = read_config(model, trained_length=trained)  # checked before the weights load
     if pre is not None:
         _searched(factors, study_name, storage, check_supported(pre))
-    lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn, fuse=fuse)
+    lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn, fuse=fuse,
+                               trained_length=trained)  # fmt: skip
     spec = RopeSpec.from_config(lm.config)
     plain = (getattr(lm.config, "rope_parameters", None) or {}).get("rope_type", "default") == "default"
     searched = _searched(factors, study_name, storage, spec)

@@ -173,7 +173,10 @@ def finetune_and_export(
     length = target_length or length
     if not length:
         raise InvalidArgumentError("the factors record no target length; give `target_length`.")
-    lm, tokenizer = load_model(model, dtype="float32", device=device, attn=attn)
+    # The trained length the search was told (if any), so the factors mean what they meant there.
+    trained = stored_trained_length(load_named_study(held, str(study_name))) if held else None
+    lm, tokenizer = load_model(model, dtype="float32", device=device, attn=attn,
+                               trained_length=trained)  # fmt: skip
     spec = RopeSpec.from_config(lm.config)
     spec.scale(length)
     scaling.check(spec)

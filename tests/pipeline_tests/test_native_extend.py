@@ -136,6 +136,19 @@ def test_the_user_says_the_trained_length_when_the_config_does_not(tmp_path) -> 
     assert main(["validate", "--study-name", summary.study_name, "--storage", storage,
                  "--corpus", corpus, "--docs", "2", "--keys", "0", "--classic", "yarn-cd",
                  "--dtype", "float32"]) == 0  # fmt: skip
+    # so does a fine-tune of the study's winner: its export is 4x of 128 too
+    tuned = tmp_path / "tuned"
+    assert main(["finetune", "--study-name", summary.study_name, "--storage", storage,
+                 "--model", model, "--corpus", corpus, "--samples", "1", "--steps", "1",
+                 "--output", str(tuned)]) == 0  # fmt: skip
+    tuned_config = json.loads((tuned / "config.json").read_text())
+    assert tuned_config["longrope_opt"]["original_length"] == 128
+    # and eval's rows: the title names the trained length the search was told
+    assert main(["eval", "--model", model, "--study-name", summary.study_name, "--storage",
+                 storage, "--corpus", corpus, "--lengths", "512", "--samples", "1",
+                 "--methods", "pi", "--dtype", "float32", "--output",
+                 str(tmp_path / "eval")]) == 0  # fmt: skip
+    assert "trained at 128" in json.loads((tmp_path / "eval.json").read_text())["title"]
     with pytest.raises(SystemExit):  # argparse: not a number
         main(["extend", model, "--to", "512", "--trained-length", "x"])
     assert main(["extend", model, "--to", "512", "--trained-length", "1"]) == 2
