@@ -13,9 +13,9 @@ Constraints reach the samplers that take Optuna's `constraints_func` (the LongRo
 GP); the others (nevergrad's, CMA-ES, random) see a penalised value, f + 1000·max(0, c), which is
 what a user of those samplers would write.
 
-    python bench/landscape_bench.py                    # every sampler, landscape, scale: 5 seeds
-    python bench/landscape_bench.py --samplers gp --landscapes quadratic --scales 4
-    python bench/landscape_bench.py --table            # print the table from the results file
+    python -m bench.landscape_bench                    # every sampler, landscape, scale: 5 seeds
+    python -m bench.landscape_bench --samplers gp --landscapes quadratic --scales 4
+    python -m bench.landscape_bench --table            # print the table from the results file
 
 Results go to one JSON line per run in `--out` (default bench/results/landscapes.jsonl); a rerun
 skips the runs already there, so an interrupted benchmark continues where it stopped.

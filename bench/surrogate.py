@@ -12,7 +12,7 @@ fitted by bounded least squares with a ridge penalty and a roughness penalty acr
 frequency behaves like its neighbours; 97 points do not pin 68 free coefficients otherwise). Why
 this form: its minimum over the monotone, bounded space is known exactly — the weighted isotonic
 regression of the vertices −a_i/(2b_i) with weights b_i, clipped to the bounds — so the landscape
-has a known optimum, and the fit's quality is measured, not assumed (`python bench/surrogate.py`
+has a known optimum, and the fit's quality is measured, not assumed (`python -m bench.surrogate`
 prints the cross-validated R² and Spearman ρ on held-out trials). Values past 2× the median are
 capped before fitting: a collapsed candidate (perplexity 70) says "bad", not "how bad".
 
@@ -33,7 +33,7 @@ import numpy as np
 
 STORE = Path(__file__).resolve().parent.parent / "experiments" / "results" / "extend-4x.db"
 STUDIES = ("4x-new", "4x-plain", "4x-floor")
-#: Ridge and roughness penalties (chosen by `python bench/surrogate.py --cv`).
+#: Ridge and roughness penalties (chosen by `python -m bench.surrogate --cv`).
 RIDGE = 1e-4
 ROUGH = 3.0
 #: The fixed per-point error of the noisy landscape, in log perplexity: the spread between

@@ -86,3 +86,12 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None
     bad = _run(argv)
     assert bad.returncode == 2 and message in bad.stderr, bad.stderr[-500:]
     assert "Traceback" not in bad.stderr and bad.stderr.count("error:") == 1
+
+
+def test_the_landscape_bench_runs_as_its_docs_say() -> None:
+    # `bench/landscape_bench.py` imports `bench.landscapes`: documented as `python -m` from the
+    # repository root, which is how it must keep working
+    done = _run([sys.executable, "-m", "bench.landscape_bench", "--table"])
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "quadratic" in done.stdout and "longrope" in done.stdout
+    assert "python -m bench.landscape_bench" in (ROOT / "docs" / "benchmarks.md").read_text()
