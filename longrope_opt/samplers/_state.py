@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial
 
 
 GENERATION_KEY = "LongRoPESampler:generation"
+#: Read where a trial was placed in a generation by hand (else the slot follows from its number).
 SLOT_KEY = "LongRoPESampler:slot"
 PARENTS_KEY_PREFIX = "LongRoPESampler:parents:"
 CLAIM_KEY = "LongRoPESampler:claim"
@@ -42,7 +43,7 @@ def trial_generation(trial: FrozenTrial) -> int | None:
 
 
 def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int, int]:
-    """Give `trial` a (generation, slot) and store it; a trial that has one keeps it.
+    """Give `trial` a (generation, slot) and store its generation; a trial that has one keeps it.
 
     Args:
         study: The study.
@@ -52,9 +53,6 @@ def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int,
     Returns:
         ``(generation, slot)``; slot is the trial's index inside its generation.
     """
-    gen = trial_generation(trial)
-    if gen is not None:
-        return gen, int(trial.system_attrs.get(SLOT_KEY, 0))
     # From the trial number alone: numbers are unique and handed out atomically by the storage,
     # so concurrent workers can never overfill a generation (counting assigned trials could: two
     # workers read the same count). A failed trial keeps its slot; its retry takes a new one.
@@ -63,12 +61,14 @@ def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int,
         gen, slot = 0, trial.number
     else:
         gen, slot = 1 + (trial.number - first) // per_gen, (trial.number - first) % per_gen
-    storage, tid = study._storage, trial._trial_id
-    storage.set_trial_system_attr(tid, GENERATION_KEY, gen)
-    storage.set_trial_system_attr(tid, SLOT_KEY, slot)
+    stored = trial_generation(trial)
+    if stored is not None:
+        # The slot follows from the number; it is stored only where a trial was placed by hand
+        # (one write a trial fewer: each costs ≈ 1.5 ms on SQLite).
+        return stored, int(trial.system_attrs.get(SLOT_KEY, slot))
+    study._storage.set_trial_system_attr(trial._trial_id, GENERATION_KEY, gen)
     # The FrozenTrial handed to the sampler hooks is cached for this trial: keep it in step.
     trial.system_attrs[GENERATION_KEY] = gen
-    trial.system_attrs[SLOT_KEY] = slot
     return gen, slot
 
 

@@ -189,11 +189,21 @@ class LongRoPESampler(SpaceSampler):
             else self._num_mutations + self._num_crossovers
         )
 
-    def get_parents(self, study: Study, generation: int) -> list[FrozenTrial]:
-        """The parents of `generation` (cached in storage by whichever worker asks first)."""
+    def get_parents(
+        self, study: Study, generation: int, *, refresh: bool = True
+    ) -> list[FrozenTrial]:
+        """The parents of `generation` (cached in storage by whichever worker asks first).
+
+        Args:
+            study: The study.
+            generation: The generation whose parents are asked for.
+            refresh: Read the study's new trials first; False where the caller has just read
+                them (each read costs ≈ 3 ms on SQLite at 2,000 trials).
+        """
         if generation == 0:
             return []
-        self._index.refresh(study)
+        if refresh:
+            self._index.refresh(study)
         # Read back from the storage once stored there (then they never change): one read per
         # generation, not one per proposal.
         numbers = self._parents.get(generation)
@@ -207,7 +217,7 @@ class LongRoPESampler(SpaceSampler):
                 for t in self._index.finished()
                 if t.state == TrialState.COMPLETE and _state.trial_generation(t) == generation - 1
             }
-            for parent in self.get_parents(study, generation - 1):
+            for parent in self.get_parents(study, generation - 1, refresh=False):
                 pool.setdefault(parent.number, parent)
             sign, constrained = direction_sign(study), self._constraints_func is not None
             # Complete trials (and earlier parents, which were complete): every value is set.
@@ -233,7 +243,7 @@ class LongRoPESampler(SpaceSampler):
             and _state.trial_generation(t) == gen
             and t.number != trial.number
         }
-        for parent in self.get_parents(study, gen):
+        for parent in self.get_parents(study, gen, refresh=False):
             members.setdefault(parent.number, parent)
         constrained = self._constraints_func is not None
         return entering(
@@ -291,12 +301,12 @@ class LongRoPESampler(SpaceSampler):
     def _propose(
         self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
     ) -> tuple[Genome, str]:
+        if not self._dedup:  # with dedup, `_existing_keys` has just read the study
+            self._index.refresh(study)
         if self._operators == "surrogate" and (gen > 0 or self.seeded):
             if gen > 0:  # the generation's parents, stored for the population pruner and plots
-                self.get_parents(study, gen)
+                self.get_parents(study, gen, refresh=False)
             sign = direction_sign(study)
-            if not self._dedup:  # with dedup, `_existing_keys` has just read the study
-                self._index.refresh(study)
             ranked, steps = self._ranked_trials(sign)
             genome, step, start = surrogate_proposal(
                 ranked, steps, self._genome_of_finished, self._space, rng, seen, slot=slot,
@@ -319,7 +329,8 @@ class LongRoPESampler(SpaceSampler):
         if gen == 0:
             parents = self._seed_genomes
         else:
-            decoded = [self._genome_of_params(t.params) for t in self.get_parents(study, gen)]
+            stored = self.get_parents(study, gen, refresh=False)  # `_propose` has read the study
+            decoded = [self._genome_of_params(t.params) for t in stored]
             fallback = self._seed_genomes if self.seeded else []
             parents = [g for g in decoded if g is not None] or fallback
             if not parents:  # an unseeded search whose previous generation all failed
