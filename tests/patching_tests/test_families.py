@@ -205,4 +205,10 @@ def test_refused_family_fails_from_its_config(name: str) -> None:
 
 def test_docs_table_is_current() -> None:
     path = Path(__file__).resolve().parents[2] / "docs" / "families.md"
-    assert path.read_text() == family_table(), "run: python -m tests.families > docs/families.md"
+    text = path.read_text()
+    assert text == family_table(), "run: python -m tests.families > docs/families.md"
+    # the headline counts are the table's rows
+    statuses = [line.split(" | ")[2] for line in text.splitlines() if line.startswith("| `")]
+    supported, refused = statuses.count("supported"), statuses.count("refused")
+    assert f"**{supported} supported**, {refused} refused" in text
+    assert supported + refused == len(statuses) == len(FAMILIES)
