@@ -118,3 +118,15 @@ class TrialIndex:
         """Finished trial `number`, if it is known to be finished."""
         entry = self._finished.get(number)
         return None if entry is None else entry[0]
+
+
+class SeenKeys(Container):
+    """Membership in either of two sets, without copying them (the finished trials' keys, held
+    by a `TrialIndex` and updated by its next `refresh`, and the live trials' keys)."""
+
+    def __init__(self, finished: Container, live: Container) -> None:
+        self._finished = finished
+        self._live = live
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._live or key in self._finished

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from collections.abc import Container
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from optuna.trial import TrialState
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers import _state
 from longrope_opt.samplers._base import SpaceSampler
+from longrope_opt.samplers._index import SeenKeys
 from longrope_opt.samplers._index import TrialIndex
 from longrope_opt.samplers._operators import Genome
 from longrope_opt.samplers._operators import blend
@@ -33,6 +35,7 @@ from longrope_opt.samplers._population import rank_key
 from longrope_opt.samplers._population import store_constraints
 from longrope_opt.samplers._protocol import EvolutionSpace
 from longrope_opt.samplers._screen import STEP_KEY
+from longrope_opt.samplers._screen import TrustRadius
 from longrope_opt.samplers._screen import local_size
 from longrope_opt.samplers._screen import surrogate_proposal
 
@@ -137,6 +140,7 @@ class LongRoPESampler(SpaceSampler):
         self._ranked: list[tuple[Any, int]] = []  # (rank key, number), best first
         self._ranked_trials_list: list[FrozenTrial] = []  # the same trials, in that order
         self._steps: list[FrozenTrial] = []  # finished model steps
+        self._trust_radius = TrustRadius()  # replayed from `_steps`, each step once
         self._step_start: dict[tuple, float] = {}
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
@@ -298,7 +302,7 @@ class LongRoPESampler(SpaceSampler):
     # ----- internals ------------------------------------------------------------------------
 
     def _propose(
-        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
+        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: Container
     ) -> tuple[Genome, str]:
         if not self._dedup:  # with dedup, `_existing_keys` has just read the study
             self._index.refresh(study)
@@ -311,6 +315,7 @@ class LongRoPESampler(SpaceSampler):
                 ranked, steps, self._genome_of_finished, self._space, rng, seen, slot=slot,
                 sign=sign, num_parents=self._num_parents,
                 prob=self._mutation_prob, fallback=self._seed_genomes,
+                trust_radius=self._trust_radius,
             )  # fmt: skip
             if genome is not None:
                 if start is not None:  # where a model step starts: its success is replayed
@@ -319,7 +324,7 @@ class LongRoPESampler(SpaceSampler):
         return self._propose_operators(study, gen, slot, rng, seen), ""
 
     def _propose_operators(
-        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: set
+        self, study: Study, gen: int, slot: int, rng: np.random.Generator, seen: Container
     ) -> Genome:
         p = self._mutation_prob
         if gen == 0 and (not self.seeded or (self._operators != "paper" and slot % 2)):
@@ -396,10 +401,11 @@ class LongRoPESampler(SpaceSampler):
                 return genome, step
         return genome, step  # max_tries collisions in a row: give up avoiding it (never seen)
 
-    def _existing_keys(self, study: Study, trial: FrozenTrial) -> set:
-        # Finished trials' keys were computed once (`TrialIndex`); only live ones are read again.
+    def _existing_keys(self, study: Study, trial: FrozenTrial) -> SeenKeys:
+        # Finished trials' keys were computed once (`TrialIndex`); only live ones are read again,
+        # and the finished ones are not copied (O(study) a proposal) but looked up in place.
         live = self._index.refresh(study)
-        keys = self._index.values().copy()  # a set's copy reuses its hashes: no key is rehashed
+        keys: set = set()
         for t in live:
             if t.number == trial.number:
                 continue
@@ -412,7 +418,7 @@ class LongRoPESampler(SpaceSampler):
             genome = self._genome_of_params(params)
             if genome is not None:
                 keys.add(genome.key())
-        return keys
+        return SeenKeys(self._index.values(), keys)
 
     def _ranked_trials(self, sign: float) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
         # Finished trials never change: each is ranked once, as it is first seen finished

@@ -11,6 +11,8 @@ one that did not halves it. So a new process, or another worker, proposes from t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from collections.abc import Container
 from collections.abc import Sequence
 from typing import Any
 
@@ -150,8 +152,35 @@ def radius(history: Sequence[FrozenTrial], sign: float) -> float:
     """The trust region's radius now: replayed over the model-step trials in trial order (a
     step that beat the trial it started from doubles the radius, one that did not halves it).
     A step's start is the value recorded with it (`STEP_KEY`)."""
-    r = RADIUS
-    for trial in sorted(history, key=lambda t: t.number):
+    return _replay(RADIUS, sorted(history, key=lambda t: t.number), sign)
+
+
+class TrustRadius:
+    """`radius`, folded incrementally: the sampler's model steps arrive in trial order (one
+    worker), so each is replayed once instead of the whole history per proposal (O(steps) at
+    thousands of trials); a step that arrives out of order (workers) replays the history again.
+    The value is always `radius(steps, sign)`."""
+
+    def __init__(self) -> None:
+        self._sign: float | None = None
+        self._done = 0  # steps[: _done] are folded into _r
+        self._last = -1  # the highest trial number folded
+        self._r = RADIUS
+
+    def __call__(self, steps: Sequence[FrozenTrial], sign: float) -> float:
+        new = sorted(steps[self._done :], key=lambda t: t.number)
+        if sign != self._sign or len(steps) < self._done or (new and new[0].number <= self._last):
+            self._sign, self._done, self._last, self._r = sign, 0, -1, RADIUS
+            new = sorted(steps, key=lambda t: t.number)
+        self._r = _replay(self._r, new, sign)
+        self._done = len(steps)
+        if new:
+            self._last = max(self._last, new[-1].number)
+        return self._r
+
+
+def _replay(r: float, trials: Sequence[FrozenTrial], sign: float) -> float:
+    for trial in trials:
         tag = trial.system_attrs.get(STEP_KEY)
         if not isinstance(tag, list) or tag[0] != "model" or not trial.values:
             continue
@@ -161,7 +190,7 @@ def radius(history: Sequence[FrozenTrial], sign: float) -> float:
     return r
 
 
-def prescreen(screen: Screen, candidates: list[Genome], seen: set) -> Genome | None:
+def prescreen(screen: Screen, candidates: list[Genome], seen: Container) -> Genome | None:
     """The unseen candidate the model ranks best (None when all were seen)."""
     fresh = [g for g in candidates if g.key() not in seen]
     if not fresh:
@@ -175,13 +204,14 @@ def surrogate_proposal(
     decode: Any,
     space: EvolutionSpace,
     rng: np.random.Generator,
-    seen: set,
+    seen: Container,
     *,
     slot: int,
     sign: float,
     num_parents: int,
     prob: float,
     fallback: list[Genome],
+    trust_radius: Callable[[Sequence[FrozenTrial], float], float] = radius,
 ) -> tuple[Genome | None, str, float | None]:
     """The next candidate by the ``"surrogate"`` operators, the operator's name (``"model"``
     for a trust-region step, ``"screened"`` for a pre-screened child) and, for a model step, the
@@ -201,6 +231,8 @@ def surrogate_proposal(
         num_parents: How many of the best trials the offspring come from.
         prob: Per-gene mutation probability.
         fallback: Parents to use when no complete trial decodes (the seeds).
+        trust_radius: ``(steps, sign) -> radius``: `radius`, or a `TrustRadius` kept across
+            proposals (the same value, cheaper).
     """
     # a local model: the best trials only (which keeps a proposal cheap at thousands of trials)
     history = []
@@ -215,7 +247,7 @@ def surrogate_proposal(
     if not screen.ready:
         return None, "", None
     if slot % MODEL_EVERY == 0:
-        step = screen.model_step(history[0][0], radius(steps, sign))
+        step = screen.model_step(history[0][0], trust_radius(steps, sign))
         if step is not None:
             step = step._replace(factors=space.snap_candidate(step.factors, None))
             if step.key() not in seen:

@@ -1,0 +1,44 @@
+"""The surrogate operators' bookkeeping: the trust radius kept across proposals is always the
+radius replayed from the whole history, however the model steps arrive."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
+
+from longrope_opt.samplers._index import SeenKeys
+from longrope_opt.samplers._screen import STEP_KEY
+from longrope_opt.samplers._screen import TrustRadius
+from longrope_opt.samplers._screen import radius
+
+
+def _step(number: int, value: float, start: float) -> optuna.trial.FrozenTrial:
+    trial = optuna.trial.create_trial(
+        state=TrialState.COMPLETE, value=value, params={"x": 0.0},
+        distributions={"x": FloatDistribution(0.0, 1.0)},
+        system_attrs={STEP_KEY: ["model", start]},
+    )  # fmt: skip
+    trial.number = number
+    return trial
+
+
+def test_the_kept_radius_equals_the_replayed_one_in_and_out_of_order() -> None:
+    rng = np.random.default_rng(0)
+    trials = [_step(n, float(rng.normal()), float(rng.normal())) for n in range(200)]
+    for order in (np.arange(200), rng.permutation(200)):  # one worker; workers (out of order)
+        kept, steps = TrustRadius(), []
+        for i in order:
+            steps.append(trials[int(i)])
+            for sign in (1.0, 1.0, -1.0, 1.0)[: 1 + int(i) % 4]:  # the sign may change too
+                assert kept(steps, sign) == radius(steps, sign)
+        assert kept([], 1.0) == radius([], 1.0)  # another study: start over
+
+
+def test_seen_keys_look_in_both_sets_without_copying() -> None:
+    finished, live = {(1.0,), (2.0,)}, {(3.0,)}
+    seen = SeenKeys(finished, live)
+    assert (1.0,) in seen and (3.0,) in seen and (4.0,) not in seen
+    finished.add((4.0,))  # a view: the index's later refresh is seen
+    assert (4.0,) in seen
