@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from longrope_opt.cli._common import add_evolution_flags
+from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_model_flags
 from longrope_opt.cli._common import add_space_flags
 from longrope_opt.cli._common import add_storage_flag
@@ -94,6 +95,7 @@ def add_parser(sub: Any) -> None:
     )
     cmp.add_argument("--html", default="compare.html", help="plot file (default compare.html)")
     add_storage_flag(cmp)
+    add_heartbeat_flag(cmp)  # a killed comparison's running trial is failed and retried on resume
     evo = parser.add_argument_group("both evolutions (sized for the budget)")
     add_evolution_flags(evo, p=16, n1=8, n2=8, k=8)
     parser.set_defaults(run=run)
@@ -178,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         + ("-seeded" if args.seed_all else "")
     )
     url = resolve_storage_url(args.storage)
-    storage = make_storage(url)
+    storage = make_storage(url, heartbeat_interval=args.heartbeat_interval or None)
 
     def announce(i: int, n: int, name: str) -> None:
         print(f"[{i + 1}/{n}] {name}", flush=True)

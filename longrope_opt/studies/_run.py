@@ -251,6 +251,7 @@ def run_study(
                 break
             if finished + running >= n_trials:
                 if not heartbeat:  # a dead worker's trial would never be failed: do not wait
+                    _warn_stopping(study, finished, n_trials)
                     break
                 waiting_since = waiting_since or time.monotonic()
                 if waiting_since > 0 and time.monotonic() - waiting_since > patience:
@@ -326,6 +327,18 @@ def _failed_under_us(study: optuna.Study, ran: dict[str, Any], exc: Exception) -
         trial.number,
     )
     return True
+
+
+def _warn_stopping(study: optuna.Study, finished: int, n_trials: int) -> None:
+    # Without a heartbeat, a RUNNING trial may be another live worker's or a dead process's
+    # (a killed run): there is no telling, so stop, but never silently short of the budget.
+    held = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+    logger.warning(
+        "study %r stops at %d of %d finished trials: running trials %s hold the rest of the "
+        "budget, and without a heartbeat a trial whose process died is never failed; if no "
+        "worker runs them, fail them in the storage, or run with a heartbeat (the default)",
+        study.study_name, finished, n_trials, held,
+    )  # fmt: skip
 
 
 def _warn_waiting(study: optuna.Study) -> None:

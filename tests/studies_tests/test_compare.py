@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import optuna
@@ -213,3 +214,32 @@ def test_without_seed_all_baselines_start_unseeded(tiny_model_dir, tmp_path) -> 
     )
     assert not any(t.user_attrs.get("seed") for t in tpe.trials)
     assert sum(bool(t.user_attrs.get("seed")) for t in evo.trials) == 5  # PI..NTK-cd
+
+
+def test_a_killed_comparison_resumes_to_its_whole_budget(tiny_model_dir, tmp_path) -> None:
+    # What a killed `compare` leaves: a RUNNING trial that beat and then fell silent (here a
+    # seed the sampler never saw evaluated). On resume it is failed, its candidate retried, and
+    # the study reaches its budget in finished trials; it used to stop short, holding the seed.
+    corpus = write_tiny_corpus(tmp_path / "corpus", n_docs=6, words=80)
+    storage = f"sqlite:///{tmp_path / 'killed.db'}"
+    args = _args(tiny_model_dir, corpus, storage, str(tmp_path / "c.html"), 2,
+                 "--seed-all", "--heartbeat-interval", "1", "--pruner", "none")  # fmt: skip
+    args[args.index("--samplers") + 1] = "longrope"
+    args[args.index("--seeds") + 1] = "1"
+    assert main(args) == 0
+    name = comparison_study_name("cmp", "longrope", 0)
+    held = optuna.storages.RDBStorage(storage, heartbeat_interval=1)
+    study = optuna.load_study(study_name=name, storage=held)
+    lost = study.ask()  # the next enqueued seed, taken by the process that is then killed
+    assert lost.user_attrs.get("seed")
+    held.record_heartbeat(lost._trial_id)
+    time.sleep(2.5)  # past the grace period (2 heartbeats)
+    args[args.index("--budget") + 1] = "5"  # the 5 seeds: the retry is the last one queued
+    assert main(args) == 0
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials()
+    assert sum(t.state == TrialState.COMPLETE for t in trials) == 5
+    assert trials[lost.number].state == TrialState.FAIL
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == lost.number]
+    assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+    # the seed is measured after all
+    assert retried[0].params == trials[lost.number].system_attrs["fixed_params"]
