@@ -286,7 +286,8 @@ def _duplicate(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> str | N
     storage = study._storage  # no public accessor for one trial by id
     with warnings.catch_warnings():  # experimental since Optuna 2.8, as Optuna's own call sites
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        number = optuna.storages.RetryFailedTrialCallback.retried_trial_number(frozen)
+        # (the heartbeat's own retry class: `RetryFailedTrialCallback` is deprecated since 4.9)
+        number = optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(frozen)
     if number is not None:
         tid = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
         if storage.get_trial(tid).state == TrialState.COMPLETE:
