@@ -67,11 +67,21 @@ class TrialIndex:
     Args:
         derive: ``derive(trial) -> value`` computed once per finished trial; the values other
             than None are collected in `values`.
+        on_new_study: Called when `refresh` is handed another study than the last one (the
+            index starts over; so must whatever the caller keeps per study).
     """
 
-    def __init__(self, derive: Callable[[FrozenTrial], Any]) -> None:
+    def __init__(
+        self,
+        derive: Callable[[FrozenTrial], Any],
+        *,
+        on_new_study: Callable[[], None] | None = None,
+    ) -> None:
         self._derive = derive
-        self._study: tuple[int, int] | None = None
+        self._on_new_study = on_new_study
+        # The storage itself, not its id(): a freed storage's id is reused by the next one
+        # (two in-memory studies in turn), which would read as the same study.
+        self._study: tuple[BaseStorage, int] | None = None
         self._finished: dict[int, tuple[FrozenTrial, Any]] = {}
         self._values: set[Any] = set()
         self._low = 0  # every trial numbered below this one is finished and indexed
@@ -83,9 +93,11 @@ class TrialIndex:
             The live (running or waiting) trials, sorted by number.
         """
         storage, study_id = study._storage, study._study_id
-        if self._study != (id(storage), study_id):  # another study: start over
+        if self._study is None or self._study[0] is not storage or self._study[1] != study_id:
+            if self._study is not None and self._on_new_study is not None:
+                self._on_new_study()  # another study: start over
             self._study, self._finished, self._values, self._low = (
-                (id(storage), study_id), {}, set(), 0,
+                (storage, study_id), {}, set(), 0,
             )  # fmt: skip
         # One read. Optuna's cached storages fetch only new and unfinished trials and return
         # their cache, sorted by number, uncopied, so the finished prefix is skipped by a binary

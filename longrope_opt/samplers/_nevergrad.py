@@ -96,6 +96,7 @@ class NevergradSampler(SpaceSampler):
         self._opt: ng.optimization.Optimizer | None = None
         self._asked: dict[int, Any] = {}
         self._told: set[int] = set()
+        self._study: tuple[Any, int] | None = None  # (storage, study id) the optimizer serves
 
     # ----- nevergrad side ---------------------------------------------------------------------
 
@@ -156,7 +157,13 @@ class NevergradSampler(SpaceSampler):
         return loss if math.isfinite(loss) else None
 
     def _sync(self, study: Study) -> None:
-        # Build the optimizer on first use, then tell every finished trial not yet told.
+        # Build the optimizer on first use, then tell every finished trial not yet told. A
+        # sampler handed to another study (Optuna allows it) starts a new optimizer: its trial
+        # numbers would otherwise read as the last study's.
+        key = self._study
+        if key is None or key[0] is not study._storage or key[1] != study._study_id:
+            self._opt, self._asked, self._told = None, {}, set()
+            self._study = (study._storage, study._study_id)
         if self._opt is None:
             self._opt = self._factory(
                 parametrization=self._parametrization(),

@@ -249,3 +249,21 @@ def test_a_proposal_reads_only_what_changed(tmp_path, operators) -> None:
         study.tell(trial, objective(trial))
         assert sampler_reads["whole"] == before["whole"]
         assert sampler_reads["one"] - before["one"] <= 3
+
+
+@pytest.mark.parametrize("operators", ["surrogate", "paper"])
+def test_one_sampler_on_two_studies_proposes_as_a_fresh_one_on_each(operators) -> None:
+    # Optuna's samplers may be handed to several studies in turn: what the sampler keeps of
+    # one study (ranked trials, decoded genomes by trial number, parents by generation, the
+    # trust radius) must never leak into the next
+    first, second = np.linspace(1.2, 4.8, 8), np.linspace(3.5, 4.0, 8)
+
+    def run(sampler: LongRoPESampler, target: np.ndarray) -> list[tuple]:
+        study = optuna.create_study(sampler=sampler)
+        enqueue_seeds(study, sampler)
+        study.optimize(_quadratic(SMALL, target), n_trials=60)
+        return [tuple(sorted(t.params.items())) for t in study.trials]
+
+    reused = _sampler(seed=3, operators=operators)
+    run(reused, first)
+    assert run(reused, second) == run(_sampler(seed=3, operators=operators), second)

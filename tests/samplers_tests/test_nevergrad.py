@@ -129,3 +129,14 @@ def test_space_repair_policy() -> None:
         InvalidArgumentError, match="`repair` must be 'sort' or 'none', got 'clip'"
     ):
         SearchSpace(SPACE.spec, 256, repair="clip")
+
+
+def test_one_sampler_on_two_studies_starts_a_new_optimizer() -> None:
+    # trial numbers restart in every study: a reused optimizer would take the second study's
+    # trial 5 for the first one's, told already, and never tell it
+    sampler = NevergradSampler(space=SPACE, optimizer="TwoPointsDE", budget=20, seed=0)
+    _seeded_study(sampler=sampler).optimize(objective, n_trials=10)
+    second = _seeded_study(sampler=sampler)
+    second.optimize(objective, n_trials=8)
+    assert sampler.optimizer.num_tell == 8  # the second study's trials, every one of them
+    assert sampler.optimizer.num_tell_not_asked == 3  # its own three seeds

@@ -134,15 +134,8 @@ class LongRoPESampler(SpaceSampler):
         self._max_tries = max_tries
         self._operators = operators
         self._constraints_func = constraints_func
-        self._index = TrialIndex(self._key_of_finished)
-        self._genomes: dict[int, Genome | None] = {}
-        self._parents: dict[int, list[int]] = {}  # generation → parents, as stored
-        self._pending: list[FrozenTrial] = []  # finished, not ranked yet
-        self._ranked: list[tuple[Any, int]] = []  # (rank key, number), best first
-        self._ranked_trials_list: list[FrozenTrial] = []  # the same trials, in that order
-        self._steps: list[FrozenTrial] = []  # finished model steps
-        self._trust_radius = TrustRadius()  # replayed from `_steps`, each step once
-        self._step_start: dict[tuple, float] = {}
+        self._index = TrialIndex(self._key_of_finished, on_new_study=self._forget_study)
+        self._forget_study()
         self.seeded = bool(seeded)
         self._dedup = bool(dedup)
         self._seed = _fresh_seed() if seed is None else int(seed)
@@ -436,6 +429,18 @@ class LongRoPESampler(SpaceSampler):
         self._pending.clear()
         size = local_size(self._space, self._num_parents)
         return self._ranked_trials_list[:size], self._steps
+
+    def _forget_study(self) -> None:
+        # What the sampler keeps of one study, keyed by its trial numbers and generations: a
+        # sampler handed to another study (Optuna allows it) starts these over.
+        self._genomes: dict[int, Genome | None] = {}
+        self._parents: dict[int, list[int]] = {}  # generation → parents, as stored
+        self._pending: list[FrozenTrial] = []  # finished, not ranked yet
+        self._ranked: list[tuple[Any, int]] = []  # (rank key, number), best first
+        self._ranked_trials_list: list[FrozenTrial] = []  # the same trials, in that order
+        self._steps: list[FrozenTrial] = []  # finished model steps
+        self._trust_radius = TrustRadius()  # replayed from `_steps`, each step once
+        self._step_start: dict[tuple, float] = {}
 
     def _genome_of_finished(self, trial: FrozenTrial) -> Genome | None:
         # A finished trial's params never change: decode each once.
