@@ -34,6 +34,7 @@ MODULES = (
     "_options.py",
     "_surrogate.py",
     "_screen.py",
+    "_history.py",
     "_longrope.py",
 )
 RULES = (

@@ -8,6 +8,7 @@ the ramp the space's `complete` recomputes, and c itself moves by a step of one 
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import NamedTuple
 
 import numpy as np
@@ -284,3 +285,64 @@ def sample_around(
     f = space.complete(f, c)
     n_hat, t = _mutate_extras(donor, space, rng, prob, local=True)
     return Genome(f, n_hat, t, c)
+
+
+def operator_child(
+    parents: list[Genome],
+    space: EvolutionSpace,
+    rng: np.random.Generator,
+    seen: Container,
+    *,
+    gen: int,
+    slot: int,
+    num_mutations: int,
+    adaptive: bool,
+    prob: float,
+    max_tries: int,
+) -> Genome:
+    """A child of `parents` not in `seen`, on the space's grid, by the paper's operators (slots
+    below `num_mutations` mutate, the rest cross over) or the adaptive ones (steps sized by the
+    parents' spread, from the elite half); bounded fallbacks after `max_tries` collisions: a
+    full re-draw of a parent, then a random monotone vector."""
+    use_crossover = gen > 0 and slot >= num_mutations and len(parents) >= 2
+    sigma = parent_spread(parents) if adaptive else None
+    if sigma is not None and gen > 0:
+        # the elite half: a cross-entropy step draws from the best parents only
+        parents = parents[: max(2, len(parents) // 2)]
+    for _ in range(max_tries):
+        child: Genome | None
+        if sigma is not None:
+            if use_crossover:
+                i, j = rng.choice(len(parents), size=2, replace=False)
+                child = blend(parents[int(i)], parents[int(j)], space, rng)
+            elif slot % 2:
+                a = parents[int(rng.integers(len(parents)))]
+                child = mutate_adaptive(a, space, rng, prob, sigma)
+            else:
+                child = sample_around(parents, space, rng, prob)
+        elif use_crossover:
+            i, j = rng.choice(len(parents), size=2, replace=False)
+            child = crossover(parents[int(i)], parents[int(j)], rng, space=space)
+            if child is None:  # identical parents or no valid child: mutate (official code)
+                child = mutate(parents[int(i)], space, rng, prob)
+        else:
+            child = mutate(parents[int(rng.integers(len(parents)))], space, rng, prob)
+        assert child is not None  # every branch above ends with a child
+        child = _on_grid(space, child)
+        if child.key() not in seen:
+            return child
+    # Fallbacks, each bounded: a full re-draw of a parent, then a random monotone vector.
+    for _ in range(max_tries):
+        parent = parents[int(rng.integers(len(parents)))]
+        child = _on_grid(space, mutate(parent, space, rng, 1.0))
+        if child.key() not in seen:
+            return child
+    while True:
+        child = random_monotone(space, rng, len(space.names))
+        if child.key() not in seen:
+            return child
+
+
+def _on_grid(space: EvolutionSpace, genome: Genome) -> Genome:
+    # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
+    return genome._replace(factors=space.snap_candidate(genome.factors, genome.critical))

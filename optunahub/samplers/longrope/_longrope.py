@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from collections.abc import Container
 from collections.abc import Sequence
@@ -18,16 +17,12 @@ from optuna.trial import TrialState
 from ._errors import InvalidArgumentError
 from . import _state
 from ._base import SpaceSampler
+from ._history import History
 from ._index import SeenKeys
 from ._index import TrialIndex
 from ._operators import Genome
-from ._operators import blend
-from ._operators import crossover
-from ._operators import mutate
-from ._operators import mutate_adaptive
-from ._operators import parent_spread
+from ._operators import operator_child
 from ._operators import random_monotone
-from ._operators import sample_around
 from ._options import check_settings
 from ._population import direction_sign
 from ._population import entering
@@ -36,7 +31,6 @@ from ._population import rank_key
 from ._population import store_constraints
 from ._protocol import EvolutionSpace
 from ._screen import STEP_KEY
-from ._screen import TrustRadius
 from ._screen import local_size
 from ._screen import surrogate_proposal
 
@@ -304,12 +298,14 @@ class LongRoPESampler(SpaceSampler):
             if gen > 0:  # the generation's parents, stored for the population pruner and plots
                 self.get_parents(study, gen, refresh=False)
             sign = direction_sign(study)
-            ranked, steps = self._ranked_trials(sign)
+            history = self._history
+            ranked = history.best(sign, self._constraints_func is not None,
+                                  local_size(self._space, self._num_parents))  # fmt: skip
             genome, step, start = surrogate_proposal(
-                ranked, steps, self._genome_of_finished, self._space, rng, seen, slot=slot,
+                ranked, history.steps, history.genome, self._space, rng, seen, slot=slot,
                 sign=sign, num_parents=self._num_parents,
                 prob=self._mutation_prob, fallback=self._seed_genomes,
-                trust_radius=self._trust_radius,
+                trust_radius=history.trust_radius,
             )  # fmt: skip
             if genome is not None:
                 if start is not None:  # where a model step starts: its success is replayed
@@ -333,50 +329,11 @@ class LongRoPESampler(SpaceSampler):
             parents = [g for g in decoded if g is not None] or fallback
             if not parents:  # an unseeded search whose previous generation all failed
                 return random_monotone(self._space, rng, len(self._space.names))
-        use_crossover = gen > 0 and slot >= self._num_mutations and len(parents) >= 2
-        sigma = parent_spread(parents) if self._operators != "paper" else None
-        if sigma is not None and gen > 0:
-            # the elite half: a cross-entropy step draws from the best parents only
-            parents = parents[: max(2, len(parents) // 2)]
-        for _ in range(self._max_tries):
-            child: Genome | None
-            if sigma is not None:
-                if use_crossover:
-                    i, j = rng.choice(len(parents), size=2, replace=False)
-                    child = blend(parents[int(i)], parents[int(j)], self._space, rng)
-                elif slot % 2:
-                    a = parents[int(rng.integers(len(parents)))]
-                    child = mutate_adaptive(a, self._space, rng, p, sigma)
-                else:
-                    child = sample_around(parents, self._space, rng, p)
-            elif use_crossover:
-                i, j = rng.choice(len(parents), size=2, replace=False)
-                child = crossover(parents[int(i)], parents[int(j)], rng, space=self._space)
-                if (
-                    child is None
-                ):  # identical parents or no valid child: mutate instead (official code)
-                    child = mutate(parents[int(i)], self._space, rng, p)
-            else:
-                child = mutate(parents[int(rng.integers(len(parents)))], self._space, rng, p)
-            assert child is not None  # every branch above ends with a child
-            child = self._on_grid(child)
-            if child.key() not in seen:
-                return child
-        # Fallbacks, each bounded: a full re-draw of a parent, then a random monotone vector.
-        for _ in range(self._max_tries):
-            child = self._on_grid(
-                mutate(parents[int(rng.integers(len(parents)))], self._space, rng, 1.0)
-            )
-            if child.key() not in seen:
-                return child
-        while True:
-            child = random_monotone(self._space, rng, len(self._space.names))
-            if child.key() not in seen:
-                return child
-
-    def _on_grid(self, genome: Genome) -> Genome:
-        # Rounding to the grid is non-decreasing, so a monotone child stays monotone.
-        return genome._replace(factors=self._space.snap_candidate(genome.factors, genome.critical))
+        return operator_child(
+            parents, self._space, rng, seen, gen=gen, slot=slot,
+            num_mutations=self._num_mutations, adaptive=self._operators != "paper",
+            prob=p, max_tries=self._max_tries,
+        )  # fmt: skip
 
     def _propose_unclaimed(
         self, study: Study, trial: FrozenTrial, gen: int, slot: int, rng: np.random.Generator
@@ -414,44 +371,15 @@ class LongRoPESampler(SpaceSampler):
                 keys.add(genome.key())
         return SeenKeys(self._index.values(), keys)
 
-    def _ranked_trials(self, sign: float) -> tuple[list[FrozenTrial], list[FrozenTrial]]:
-        # Finished trials never change: each is ranked once, as it is first seen finished
-        # (`_key_of_finished` queues it), and kept in order; a proposal reads the best few.
-        constrained = self._constraints_func is not None
-        for trial in self._pending:
-            if trial.state == TrialState.COMPLETE and trial.values:
-                entry = (rank_key(trial, sign, constrained), trial.number)
-                at = bisect.bisect(self._ranked, entry)
-                self._ranked.insert(at, entry)
-                self._ranked_trials_list.insert(at, trial)
-                if isinstance(trial.system_attrs.get(STEP_KEY), list):
-                    self._steps.append(trial)
-        self._pending.clear()
-        size = local_size(self._space, self._num_parents)
-        return self._ranked_trials_list[:size], self._steps
-
     def _forget_study(self) -> None:
         # What the sampler keeps of one study, keyed by its trial numbers and generations: a
         # sampler handed to another study (Optuna allows it) starts these over.
-        self._genomes: dict[int, Genome | None] = {}
+        self._history = History(self._genome_of_params)
         self._parents: dict[int, list[int]] = {}  # generation → parents, as stored
-        self._pending: list[FrozenTrial] = []  # finished, not ranked yet
-        self._ranked: list[tuple[Any, int]] = []  # (rank key, number), best first
-        self._ranked_trials_list: list[FrozenTrial] = []  # the same trials, in that order
-        self._steps: list[FrozenTrial] = []  # finished model steps
-        self._trust_radius = TrustRadius()  # replayed from `_steps`, each step once
         self._step_start: dict[tuple, float] = {}
 
-    def _genome_of_finished(self, trial: FrozenTrial) -> Genome | None:
-        # A finished trial's params never change: decode each once.
-        if trial.number not in self._genomes:
-            self._genomes[trial.number] = self._genome_of_params(trial.params)
-        return self._genomes[trial.number]
-
     def _key_of_finished(self, trial: FrozenTrial) -> tuple | None:
-        self._pending.append(trial)  # ranked by the next surrogate proposal
-        genome = self._genome_of_params(trial.params)
-        return None if genome is None else genome.key()
+        return self._history.add_finished(trial)  # ranked by the next surrogate proposal
 
     def _genome_of_params(self, params: dict[str, Any]) -> Genome | None:
         decoded = self._space.decode(params)
