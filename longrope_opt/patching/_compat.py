@@ -18,6 +18,7 @@ their own here, `table_forward`).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -73,9 +74,15 @@ def layer_types(module: nn.Module) -> tuple[str, ...]:
 
 def raw_forward(module: nn.Module) -> Any:
     """The family's forward without transformers' ``dynamic_rope_update`` (which would rewrite
-    the frequencies from the config)."""
-    forward = type(module).forward
-    return getattr(forward, "__wrapped__", forward)
+    the frequencies from the config).
+
+    Unwrapped to the innermost function: transformers before 5.18 stacks ``torch.no_grad`` on
+    top of ``dynamic_rope_update``, so one ``__wrapped__`` step would leave the update in place,
+    and on a view it re-registers the *module's* buffers (a dynamic-NTK model loses its cached
+    frequencies). Dropping ``no_grad`` changes nothing: cos/sin come from buffers and positions,
+    never from a tensor that requires grad.
+    """
+    return inspect.unwrap(type(module).forward)
 
 
 def buffer_names(layer_type: str | None) -> tuple[str, str]:
@@ -127,6 +134,19 @@ def _first(out: Any) -> torch.Tensor:
     return tensor.real if torch.is_complex(tensor) else tensor
 
 
+def _probe_forward(module: nn.Module, v: torch.Tensor, layer_type: str | None) -> torch.Tensor:
+    """The cos part at positions 0, 1, 2 for test frequencies `v` and attention 2. Position ids
+    go in as ``(1, 3)``; an M-RoPE forward of transformers before 5.18 takes only its own
+    ``(3, 1, 3)`` (one row per section), so that is tried when the plain form fails."""
+    x = torch.zeros(1, 3, 8, dtype=torch.float32)
+    pos = torch.arange(3)[None]
+    with torch.no_grad():
+        try:
+            return _first(view_forward(module, x, pos, v, 2.0, layer_type))
+        except (RuntimeError, IndexError):
+            return _first(view_forward(module, x, pos.expand(3, 1, 3), v, 2.0, layer_type))
+
+
 def probe(module: nn.Module, model_kind: str) -> str:
     """How `module` is rescaled (`BUFFERS` or `TABLE`), checked once on tiny inputs and cached.
 
@@ -147,12 +167,9 @@ def probe(module: nn.Module, model_kind: str) -> str:
         freq_name = buffer_names(types[0])[0]
         n = getattr(module, freq_name).numel()
         v = torch.linspace(0.1, 1.3, n, dtype=torch.float32)
-        x = torch.zeros(1, 3, 8, dtype=torch.float32)
-        pos = torch.arange(3)[None]
         try:
-            with torch.no_grad():
-                out = _first(view_forward(module, x, pos, v, 2.0, types[0]))
-        except (RuntimeError, TypeError, AttributeError, KeyError) as exc:
+            out = _probe_forward(module, v, types[0])
+        except (RuntimeError, TypeError, AttributeError, KeyError, IndexError) as exc:
             raise UnsupportedModelError(
                 f"model type {model_kind!r}: its rotary module ({type(module).__name__}) cannot "
                 f"be run with other frequencies ({type(exc).__name__}: {exc})."
