@@ -8,10 +8,9 @@ from typing import Any
 
 def _go() -> Any:
     try:
-        # the optional extras `plotly` and `optuna-dashboard`
-        import plotly.graph_objects as go
+        import plotly.graph_objects as go  # a dependency; imported late to keep start-up fast
     except ImportError:
-        raise ImportError("figures need plotly: pip install 'longrope-opt[dashboard]'.") from None
+        raise ImportError("figures need plotly: pip install plotly.") from None
     return go
 
 
