@@ -64,6 +64,10 @@ LLAMA_8B = dict(
 )  # fmt: skip
 
 
+#: Seconds kept at the end of --stop-after for packing and writing what the parts left.
+PACK_S = 20.0
+
+
 class Report:
     """Lines for table.txt and records for results.json, printed as they come."""
 
@@ -94,7 +98,8 @@ def prepare(report: Report) -> tuple[Any, dict[str, Any]]:
     import longrope_opt.cli  # noqa: F401  (run B's command, imported here so a CPU run checks it)
     from longrope_opt.models import load_model
 
-    modules = ["torch", "transformers", "accelerate", "optuna", "sqlalchemy", "alembic", "gguf"]
+    modules = ["torch", "transformers", "accelerate", "optuna", "sqlalchemy", "alembic", "gguf",
+               "plotly"]
     versions = {m: importlib.metadata.version(m) for m in modules}
     report.record("versions", versions)
     report.record("imported_from", {m: importlib.import_module(m).__file__ for m in modules})
@@ -240,7 +245,14 @@ def main() -> int:
                         help="run B's lengths, 4x first (default 32768,65536,131072)")  # fmt: skip
     parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
                         help="run B validates on this folder's text (entry.sh passes the kit's)")  # fmt: skip
+    parser.add_argument("--stop-after", type=float, default=None, metavar="S",
+                        help="seconds this check may take (the device call's limit less a "
+                        f"margin): a search still running {PACK_S:g} s before it is "
+                        "interrupted and its study packed, and no part starts after it")  # fmt: skip
     args = parser.parse_args()
+    if args.stop_after is not None and args.stop_after <= PACK_S:
+        parser.error(f"--stop-after must be > {PACK_S:g} seconds, got {args.stop_after:g}")
+    deadline = None if args.stop_after is None else time.monotonic() + args.stop_after - PACK_S
     runs, only = args.runs.split(","), args.only.split(",")
     if not set(runs) <= {"a", "b", "c"}:
         parser.error(f"--runs must name a, b and/or c (comma-separated), got {args.runs!r}")
@@ -275,11 +287,14 @@ def main() -> int:
                 f"CUDA {torch.version.cuda}")  # fmt: skip
     parts = {"correctness": lambda: correctness(report, reference), "speed": lambda: speed(report),
              "8b": lambda: big_model(report),
-             "b": lambda: run_b(report, ROOT, budgets_b, lengths_b, args.held_out),
-             "c": lambda: run_c(report, ROOT, args.held_out)}  # fmt: skip
+             "b": lambda: run_b(report, ROOT, budgets_b, lengths_b, args.held_out, deadline),
+             "c": lambda: run_c(report, ROOT, args.held_out, deadline)}  # fmt: skip
     # in the order asked: `--runs b,a` runs the searches first, run A's parts after
     wanted = [p for r in runs for p in (only if r == "a" else [r])]
     for part in wanted:
+        if deadline is not None and time.monotonic() >= deadline:
+            report.check(f"{part} ran", False, "not started: the call's time is spent (--stop-after)")
+            continue
         start = time.perf_counter()
         try:  # one part failing must not cost the others' device minutes
             parts[part]()

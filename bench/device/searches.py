@@ -19,9 +19,11 @@ Every command is the real CLI's (`tests/bench_tests/test_device_check.py` parses
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,10 @@ C_STEPS, C_SAMPLES, C_LENGTHS = 40, 16, (32768, 65536)
 #: The 4× factors committed from the CPU search, for run C without run B's study.
 FACTORS_4X = "experiments/results/shipped-4x.json"
 WORK = Path("/tmp/longrope-run-b")
+#: Seconds a command stopped at the deadline gets to finish its running trial after the first
+#: interrupt (extend's Ctrl-C), and then to fail it after the second (Ctrl-C again: Optuna marks
+#: it failed), before it is killed: either way the stored study resumes cleanly.
+GRACE_S = (15.0, 5.0)
 CLI = [sys.executable, "-m", "longrope_opt.cli"]
 
 
@@ -109,12 +115,38 @@ def write_yarn_cd(path: Path, length: int = 32768) -> Path:
     return path
 
 
-def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path) -> bool:
+def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path,
+         deadline: float | None = None) -> bool:  # fmt: skip
+    """Run one CLI command into `log`; stopped by an interrupt at `deadline` (a
+    ``time.monotonic()`` value) so that what it stored so far is whole and comes back."""
     report.line(f"  {name}: {' '.join(cmd[2:])}")
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        report.check(name, False, "not started: the call's time is spent (--stop-after)")
+        return False
     with log.open("a") as fh:
-        code = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root).returncode
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root)
+        try:
+            code = proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            code = _interrupt(proc)
+            report.check(name, False, f"stopped at --stop-after (exit {code}); what it stored "
+                         f"is packed, and the same command resumes it; log in {log.name}")  # fmt: skip
+            return False
     report.check(name, code == 0, f"exit {code}; log in {log.name}")
     return code == 0
+
+
+def _interrupt(proc: subprocess.Popen) -> int:
+    """Ctrl-C, Ctrl-C again, then kill, each after its grace period; the exit code."""
+    for grace in GRACE_S:
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    return proc.wait()
 
 
 def _pack(tar_path: Path, files: list[Path]) -> None:
@@ -125,16 +157,17 @@ def _pack(tar_path: Path, files: list[Path]) -> None:
 
 
 def run_b(report: Any, root: Path, budgets: list[str], lengths: list[int],
-          held_out: Path | None) -> None:  # fmt: skip
-    """Run B, ratio by ratio; each ratio's results land in OUT as soon as it finishes."""
+          held_out: Path | None, deadline: float | None = None) -> None:  # fmt: skip
+    """Run B, ratio by ratio; each ratio's results land in OUT as soon as it finishes (or is
+    stopped at `deadline`: its study so far, which the same command resumes)."""
     WORK.mkdir(exist_ok=True)
     report.line(f"\nrun B: {', '.join(ratio(n) for n in lengths)} at budgets {', '.join(budgets)}")
     for length, budget in zip(lengths, budgets):
         r = ratio(length)
         log = report.out / f"extend-{r}.log"
         extend, validate = run_b_commands(length, budget, WORK, held_out)
-        if _run(report, f"run B extend {r}", extend, log, root):
-            _run(report, f"run B validate {r} (every classic row)", validate, log, root)
+        if _run(report, f"run B extend {r}", extend, log, root, deadline):
+            _run(report, f"run B validate {r} (every classic row)", validate, log, root, deadline)
         out = WORK / f"out-{r}"
         files = [WORK / f"extend-{r}.db", *sorted(out.glob("*.*"))] if out.is_dir() else []
         _pack(report.out / f"extend-{r}.tar.gz", files)
@@ -143,14 +176,14 @@ def run_b(report: Any, root: Path, budgets: list[str], lengths: list[int],
             report.line(table.read_text())
 
 
-def run_c(report: Any, root: Path, held_out: Path | None) -> None:
+def run_c(report: Any, root: Path, held_out: Path | None, deadline: float | None = None) -> None:
     """Run C: both fine-tunes, then both validations; the tables land in OUT."""
     WORK.mkdir(exist_ok=True)
     write_yarn_cd(WORK / "yarn-cd-4x.json")
     log = report.out / "run-c.log"
     report.line("\nrun C: fine-tune 4x with the searched factors and with YaRN-cd, then validate")
     for i, cmd in enumerate(run_c_commands(WORK, held_out)):
-        if not _run(report, f"run C step {i + 1}", cmd, log, root):
+        if not _run(report, f"run C step {i + 1}", cmd, log, root, deadline):
             break
     files = [p for name in ("ft-searched", "ft-yarn-cd") for p in sorted(WORK.glob(f"{name}-*.*"))]
     _pack(report.out / "run-c.tar.gz", [WORK / "run-c.db", WORK / "yarn-cd-4x.json", *files])

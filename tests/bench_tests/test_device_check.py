@@ -4,6 +4,8 @@ part's way down to the longest length that fits when one runs out of GPU memory.
 from __future__ import annotations
 
 import json
+import sys
+import time
 
 import pytest
 import torch
@@ -64,13 +66,52 @@ def test_runs_and_parts_choose_what_runs(runs, only, want, tmp_path, monkeypatch
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "a simulated GPU")
     monkeypatch.setattr(check, "speed", lambda report: called.append("speed"))
     monkeypatch.setattr(check, "big_model", lambda report: called.append("8b"))
-    monkeypatch.setattr(check, "run_b", lambda report, root, budgets, lengths, held_out:
-                        called.append("b"))  # fmt: skip
-    monkeypatch.setattr(check, "run_c", lambda report, root, held_out: called.append("c"))
+    monkeypatch.setattr(check, "run_b", lambda report, root, budgets, lengths, held_out,
+                        deadline: called.append("b"))  # fmt: skip
+    monkeypatch.setattr(check, "run_c", lambda report, root, held_out, deadline:
+                        called.append("c"))  # fmt: skip
     monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path), "--runs", runs,
                                      "--only", only])  # fmt: skip
     assert check.main() == 0
     assert called == want
+
+
+def test_no_part_starts_after_stop_after(tmp_path, monkeypatch) -> None:
+    called: list[str] = []
+    monkeypatch.setattr(check, "prepare", lambda report: (None, {"results": {}}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "a simulated GPU")
+    monkeypatch.setattr(check, "PACK_S", 0.5)
+
+    def slow_b(report, root, budgets, lengths, held_out, deadline) -> None:
+        called.append("b")
+        time.sleep(max(0.0, deadline - time.monotonic()) + 0.05)  # uses up the call
+
+    monkeypatch.setattr(check, "run_b", slow_b)
+    monkeypatch.setattr(check, "speed", lambda report: called.append("speed"))
+    monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path), "--runs", "b,a",
+                                     "--only", "speed", "--stop-after", "1"])  # fmt: skip
+    assert check.main() == 1
+    assert called == ["b"]
+    assert "FAIL  speed ran" in (tmp_path / "table.txt").read_text()
+
+
+def test_a_command_past_the_deadline_is_interrupted_and_ends_cleanly(tmp_path) -> None:
+    """SIGINT first, so that Optuna fails the running trial and the study stays resumable."""
+    from bench.device import searches
+
+    report = check.Report(tmp_path)
+    script = ("import time, pathlib\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+              f"    pathlib.Path({str(tmp_path / 'ended')!r}).write_text('cleanly')\n    raise")
+    start = time.monotonic()
+    ok = searches._run(report, "sleeper", [sys.executable, "-c", script], tmp_path / "log",
+                       tmp_path, deadline=time.monotonic() + 2)  # fmt: skip
+    assert not ok and time.monotonic() - start < 30
+    assert (tmp_path / "ended").read_text() == "cleanly"
+    assert "stopped at --stop-after" in (tmp_path / "table.txt").read_text()
+    late = searches._run(report, "late", [sys.executable, "-c", "pass"], tmp_path / "log",
+                         tmp_path, deadline=time.monotonic() - 1)  # fmt: skip
+    assert not late and "late" in (tmp_path / "table.txt").read_text().splitlines()[-1]
 
 
 def test_an_unknown_part_is_one_line_before_anything_loads(tmp_path, monkeypatch, capsys) -> None:

