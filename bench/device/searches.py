@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,25 +48,40 @@ GRACE_S = (15.0, 5.0)
 CLI = [sys.executable, "-m", "longrope_opt.cli"]
 
 
-def ratio(length: int) -> str:
+@dataclass(frozen=True)
+class Target:
+    """What run B extends and where: SmolLM2 on the card, or a tiny model on the CPU (the
+    rehearsal in tests/bench_tests, which runs the same commands end to end)."""
+
+    model: str = "smollm2-135m"
+    device: str = "cuda"
+    trained: int = 8192  # the model's trained length: ratios are named against it
+    extra: tuple[str, ...] = ()  # more `extend` flags (the rehearsal's --dtype float32)
+
+
+DEVICE = Target()
+
+
+def ratio(length: int, trained: int = DEVICE.trained) -> str:
     """``"4x"`` for 32768 over SmolLM2's 8192."""
-    return f"{length // 8192}x"
+    return f"{length // trained}x"
 
 
-def run_b_commands(length: int, budget: str, work: Path, held_out: Path | None) -> list[list[str]]:
+def run_b_commands(length: int, budget: str, work: Path, held_out: Path | None,
+                   target: Target = DEVICE) -> list[list[str]]:  # fmt: skip
     """`extend` to `length` and the all-rows `validate` of its winner, in its own storage."""
-    r = ratio(length)
+    r = ratio(length, target.trained)
     storage = f"sqlite:///{work / f'extend-{r}.db'}"
     out = work / f"out-{r}"
     held = ["--held-out", str(held_out)] if held_out is not None else []
-    extend = [*CLI, "extend", "smollm2-135m", "--to", str(length), "--budget", budget,
+    extend = [*CLI, "extend", target.model, "--to", str(length), "--budget", budget,
               "--storage", storage, "--study-name", f"extend-{r}", "--out", str(out),
-              "--device", "cuda", "--no-fuse", *held]  # fmt: skip
+              "--device", target.device, "--no-fuse", *target.extra, *held]  # fmt: skip
     corpus = ["--corpus", str(held_out)] if held_out is not None else []
     validate = [*CLI, "validate", "--study-name", f"extend-{r}", "--storage", storage,
                 "--docs", str(DOCS), "--keys", str(KEYS), "--lengths", str(length),
-                "--classic", CLASSIC, "--device", "cuda", "--output", str(out / "all-rows"),
-                *corpus]  # fmt: skip
+                "--classic", CLASSIC, "--device", target.device, "--output",
+                str(out / "all-rows"), *corpus]  # fmt: skip
     return [extend, validate]
 
 
@@ -149,28 +165,31 @@ def _interrupt(proc: subprocess.Popen) -> int:
     return proc.wait()
 
 
-def _pack(tar_path: Path, files: list[Path]) -> None:
+def _pack(tar_path: Path, files: list[Path], work: Path = WORK) -> None:
     with tarfile.open(tar_path, "w:gz") as tar:
         for path in files:
             if path.is_file() and path.stat().st_size < 8 * 2**20:
-                tar.add(path, arcname=str(path.relative_to(WORK)))
+                tar.add(path, arcname=str(path.relative_to(work)))
 
 
 def run_b(report: Any, root: Path, budgets: list[str], lengths: list[int],
-          held_out: Path | None, deadline: float | None = None) -> None:  # fmt: skip
+          held_out: Path | None, deadline: float | None = None, *, target: Target = DEVICE,
+          work: Path = WORK) -> None:  # fmt: skip
     """Run B, ratio by ratio; each ratio's results land in OUT as soon as it finishes (or is
     stopped at `deadline`: its study so far, which the same command resumes)."""
-    WORK.mkdir(exist_ok=True)
-    report.line(f"\nrun B: {', '.join(ratio(n) for n in lengths)} at budgets {', '.join(budgets)}")
+    work.mkdir(parents=True, exist_ok=True)
+    names = ", ".join(ratio(n, target.trained) for n in lengths)
+    report.line(f"\nrun B: {names} at budgets {', '.join(budgets)}")
     for length, budget in zip(lengths, budgets):
-        r = ratio(length)
+        r = ratio(length, target.trained)
         log = report.out / f"extend-{r}.log"
-        extend, validate = run_b_commands(length, budget, WORK, held_out)
+        extend, validate = run_b_commands(length, budget, work, held_out, target)
         if _run(report, f"run B extend {r}", extend, log, root, deadline):
             _run(report, f"run B validate {r} (every classic row)", validate, log, root, deadline)
-        out = WORK / f"out-{r}"
-        files = [WORK / f"extend-{r}.db", *sorted(out.glob("*.*"))] if out.is_dir() else []
-        _pack(report.out / f"extend-{r}.tar.gz", files)
+        out = work / f"out-{r}"
+        # the study always (a search stopped before it wrote anything still comes back whole)
+        files = [work / f"extend-{r}.db", *(sorted(out.glob("*.*")) if out.is_dir() else [])]
+        _pack(report.out / f"extend-{r}.tar.gz", files, work)
         table = out / "all-rows.txt"
         if table.is_file():
             report.line(table.read_text())
@@ -186,6 +205,6 @@ def run_c(report: Any, root: Path, held_out: Path | None, deadline: float | None
         if not _run(report, f"run C step {i + 1}", cmd, log, root, deadline):
             break
     files = [p for name in ("ft-searched", "ft-yarn-cd") for p in sorted(WORK.glob(f"{name}-*.*"))]
-    _pack(report.out / "run-c.tar.gz", [WORK / "run-c.db", WORK / "yarn-cd-4x.json", *files])
+    _pack(report.out / "run-c.tar.gz", [WORK / "run-c.db", WORK / "yarn-cd-4x.json", *files], WORK)
     for table in sorted(WORK.glob("ft-*-validate-*.txt")):
         report.line(table.read_text())

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
+import optuna
 import pytest
 import torch
 
@@ -209,3 +211,43 @@ def test_pack_refuses_too_little_held_out_text_before_fetching_anything(tmp_path
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].endswith(f"got 2 in {str(tmp_path)!r}")
     assert not (tmp_path / "kit").exists()
+
+
+@pytest.mark.slow
+def test_run_b_rehearsed_on_the_cpu_brings_back_each_ratio_whole(tmp_path) -> None:
+    """Run B's own commands, end to end, on a tiny model: extend with the held-out text, the
+    all-rows validate of its winner, each ratio packed with its study; a ratio stopped at the
+    deadline still brings its study back, no trial left running (the same command resumes it)."""
+    import tarfile
+
+    from bench.device import searches
+    from tests.conftest import write_tiny_corpus
+
+    model = save_tiny_model_dir(tmp_path / "model")
+    corpus = write_tiny_corpus(tmp_path / "search-text", n_docs=10, words=1200)
+    held = Path(write_tiny_corpus(tmp_path / "held", n_docs=6, words=1200, seed=1))
+    target = searches.Target(model=model, device="cpu", trained=64,
+                             extra=("--dtype", "float32", "--corpus", corpus))  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    report = check.Report(out)
+    searches.run_b(report, check.ROOT, ["8s"], [128], held, target=target, work=tmp_path / "work")
+    table = (out / "table.txt").read_text()
+    assert "FAIL" not in table, table
+    with tarfile.open(out / "extend-2x.tar.gz") as tar:
+        names = tar.getnames()
+    assert "extend-2x.db" in names and "out-2x/all-rows.txt" in names, names
+    assert "PASS  run B validate 2x (every classic row)" in table
+    for row in ("none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd"):  # every classic row measured
+        assert any(line.split()[:1] == [row] for line in table.splitlines()), row
+    # Stopped at the deadline: interrupted, its study packed anyway, resumed by the same command.
+    late = check.Report(tmp_path / "late")
+    (tmp_path / "late").mkdir()
+    searches.run_b(late, check.ROOT, ["1h"], [256], held, deadline=time.monotonic() + 12,
+                   target=target, work=tmp_path / "work")  # fmt: skip
+    assert "stopped at --stop-after" in (tmp_path / "late" / "table.txt").read_text()
+    with tarfile.open(tmp_path / "late" / "extend-4x.tar.gz") as tar:
+        assert "extend-4x.db" in tar.getnames()
+    extend, _ = searches.run_b_commands(256, "1h", tmp_path / "work", held, target)
+    stored = optuna.load_study(study_name="extend-4x", storage=extend[extend.index("--storage") + 1])
+    assert not [t for t in stored.trials if t.state == optuna.trial.TrialState.RUNNING]
