@@ -20,6 +20,7 @@ from longrope_opt.samplers._registry import NEVERGRAD_OPTIMIZERS
 from longrope_opt.samplers._registry import PLAIN_EVOLUTION
 from longrope_opt.samplers._registry import PRUNERS
 from longrope_opt.samplers._registry import SAMPLERS
+from longrope_opt.samplers._registry import check_sampler_dependencies
 from longrope_opt.samplers._registry import check_sampler_names
 from longrope_opt.samplers._registry import make_pruner
 from longrope_opt.samplers._registry import make_sampler
@@ -45,6 +46,7 @@ __all__ = [
     "SEED_METHODS",
     "LongRoPESampler",
     "NevergradSampler",
+    "check_sampler_dependencies",
     "check_sampler_names",
     "enqueue_seeds",
     "enqueue_space_seeds",

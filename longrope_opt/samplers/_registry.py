@@ -7,6 +7,7 @@ over the shared `SearchSpace` (and its constraint policy, `SearchSpace.repair`).
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -108,6 +109,23 @@ DEFAULT_SAMPLERS = tuple(n for n in SAMPLERS
                         if n not in ("oneplusone", "longrope-adaptive", "longrope-paper"))
 #: The samplers that take the evolution's options (population size, ...).
 EVOLUTION_SAMPLERS = ("longrope", PLAIN_EVOLUTION, "longrope-adaptive", "longrope-paper")
+#: Samplers that need an optional extra: (the module it must import, the extra that installs it).
+NEEDS = {**{n: ("nevergrad", "nevergrad") for n in NEVERGRAD_OPTIMIZERS}, "cmaes": ("cmaes", "compare")}
+
+
+def check_sampler_dependencies(names: Sequence[str]) -> None:
+    """One clear error for a sampler whose optional extra is not installed, before anything
+    loads (else the first trial would fail on the import, after the model has loaded).
+
+    Raises:
+        ImportError: A sampler of `names` needs a package that is not installed.
+    """
+    for name in names:
+        module, extra = NEEDS.get(name, (None, None))
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise ImportError(
+                f"the {name} sampler needs {module}: pip install 'longrope-opt[{extra}]'."
+            )
 
 
 def check_sampler_names(names: Sequence[str]) -> None:

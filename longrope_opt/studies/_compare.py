@@ -20,6 +20,7 @@ from longrope_opt.models import load_model
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import check_options
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
+from longrope_opt.samplers import check_sampler_dependencies
 from longrope_opt.samplers import check_sampler_names
 from longrope_opt.samplers import make_pruner
 from longrope_opt.studies._pipeline import run_search
@@ -84,6 +85,7 @@ def run_comparison(
     """
 
     check_sampler_names(samplers)
+    check_sampler_dependencies(samplers)  # a missing extra: before the model loads
     for name, value in (("--budget", budget), ("--seeds", len(seeds))):
         if value < 1:
             raise InvalidArgumentError(f"`{name}` must be >= 1, got {value}.")

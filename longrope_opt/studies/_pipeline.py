@@ -32,6 +32,7 @@ from longrope_opt.objectives import sample_length
 from longrope_opt.patching import check_supported
 from longrope_opt.rope import TRAINED_LENGTH_ATTR
 from longrope_opt.rope import RopeSpec
+from longrope_opt.samplers import check_sampler_dependencies
 from longrope_opt.samplers import make_pruner
 from longrope_opt.samplers import make_sampler
 from longrope_opt.studies._config import SearchConfig
@@ -93,7 +94,8 @@ def prepare(
     check_source(config.corpus)  # a mistyped corpus path: before the model loads
     factory = OBJECTIVES.get_or_raise(config.objective)
     check_options(factory, config.target_length, dict(config.objective_options))
-    if config.pruner is not None:  # a missing extra fails before loading
+    check_sampler_dependencies([config.sampler])  # a missing extra fails before loading
+    if config.pruner is not None:
         make_pruner(config.pruner, config.sampler)
     if not isinstance(storage, optuna.storages.BaseStorage):
         storage = make_storage(resolve_storage_url(storage),

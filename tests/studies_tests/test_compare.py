@@ -11,6 +11,8 @@ import pytest
 from optuna.trial import TrialState
 
 import longrope_opt.models
+import longrope_opt.studies._compare
+import longrope_opt.studies._pipeline
 from longrope_opt.cli import main
 from longrope_opt.studies._compare import comparison_study_name
 from longrope_opt.studies._compare_report import SamplerSummary
@@ -113,6 +115,30 @@ def test_compare_rejects_bad_input(tmp_path, capsys) -> None:
     assert "unknown sampler 'bogus' for `--samplers`" in capsys.readouterr().err
     assert main([*base, "--budget", "0"]) == 2
     assert "`--budget` must be >= 1, got 0." in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("sampler", "module", "extra"),
+                         [("cmaes", "cmaes", "compare"), ("ngopt", "nevergrad", "nevergrad")])
+def test_a_sampler_whose_extra_is_missing_is_one_line_before_the_model_loads(
+    sampler, module, extra, tmp_path, capsys, monkeypatch
+) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == module else find_spec(name, *a))  # fmt: skip
+    for where in (longrope_opt.studies._compare, longrope_opt.studies._pipeline):
+        monkeypatch.setattr(where, "load_model",
+                            lambda *a, **k: pytest.fail("the model loaded first"))  # fmt: skip
+    storage = f"sqlite:///{tmp_path / 'x.db'}"
+    for command in (["compare", "--samplers", f"tpe,{sampler}", "--pruner", "none",
+                     "--html", str(tmp_path / "x.html")],
+                    ["search", "--sampler", sampler, "--n-trials", "2"]):  # fmt: skip
+        assert main([*command, "--storage", storage]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"longrope-opt {command[0]}: error: the {sampler} sampler needs {module}: "
+                       f"pip install 'longrope-opt[{extra}]'."]  # fmt: skip
+    assert optuna.get_all_study_summaries(storage) == []  # nothing written
 
 
 def test_table_counts_cost_to_reach_the_plain_evolution() -> None:
