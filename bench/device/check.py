@@ -3,6 +3,7 @@
     python -m bench.device.check --out DIR                 # run A (the path), ≈ 4 min on an H100
     python -m bench.device.check --out DIR --runs b        # run B (4x, 8x, 16x extends)
     python -m bench.device.check --out DIR --runs b,a      # the searches first, then run A
+    python -m bench.device.check --out DIR --runs correctness,b,speed   # the GPU sitting's order
     python -m bench.device.check --out DIR --runs a --only speed,8b
 
 `bench/device/entry.sh` calls this on the GPU machine after installing the kit. Before it looks
@@ -64,6 +65,8 @@ LLAMA_8B = dict(
 )  # fmt: skip
 
 
+#: Run A's parts, in their default order.
+A_PARTS = ("correctness", "speed", "8b")
 #: Seconds kept at the end of --stop-after for packing and writing what the parts left.
 PACK_S = 20.0
 
@@ -234,8 +237,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for table, results, logs")
-    parser.add_argument("--runs", default="a", help="a, b, c or several, comma-separated "
-                        "(default a)")  # fmt: skip
+    parser.add_argument("--runs", default="a", help="a, b, c or run A's parts by name "
+                        "(correctness, speed, 8b), comma-separated, run in that order: "
+                        "correctness,b,speed checks CUDA before the searches (default a)")  # fmt: skip
     parser.add_argument("--only", default="correctness,speed,8b",
                         help="run A's parts (default all: correctness,speed,8b)")  # fmt: skip
     parser.add_argument("--budget-b", default=",".join(B_BUDGETS),
@@ -254,8 +258,9 @@ def main() -> int:
         parser.error(f"--stop-after must be > {PACK_S:g} seconds, got {args.stop_after:g}")
     deadline = None if args.stop_after is None else time.monotonic() + args.stop_after - PACK_S
     runs, only = args.runs.split(","), args.only.split(",")
-    if not set(runs) <= {"a", "b", "c"}:
-        parser.error(f"--runs must name a, b and/or c (comma-separated), got {args.runs!r}")
+    if not set(runs) <= {"a", "b", "c", *A_PARTS}:
+        parser.error(f"--runs must name a, b, c and/or run A's parts ({', '.join(A_PARTS)}), "
+                     f"comma-separated, got {args.runs!r}")  # fmt: skip
     try:
         lengths_b = [int(n) for n in args.lengths_b.split(",")]
     except ValueError:
@@ -265,7 +270,7 @@ def main() -> int:
     if len(budgets_b) != len(lengths_b):
         parser.error(f"--budget-b must give one budget or one per length ({len(lengths_b)}), "
                      f"got {args.budget_b!r}")  # fmt: skip
-    if not set(only) <= {"correctness", "speed", "8b"}:
+    if not set(only) <= set(A_PARTS):
         parser.error(f"--only must name correctness, speed and/or 8b, got {args.only!r}")
     names = sorted(p.name for p in args.held_out.glob("*.txt")) if args.held_out else []
     if args.held_out is not None and not names:
@@ -289,7 +294,8 @@ def main() -> int:
              "8b": lambda: big_model(report),
              "b": lambda: run_b(report, ROOT, budgets_b, lengths_b, args.held_out, deadline),
              "c": lambda: run_c(report, ROOT, args.held_out, deadline)}  # fmt: skip
-    # in the order asked: `--runs b,a` runs the searches first, run A's parts after
+    # in the order asked: `--runs b,a` runs the searches first, run A's parts after;
+    # `correctness,b,speed` checks CUDA against the CPU before any search spends the card
     wanted = [p for r in runs for p in (only if r == "a" else [r])]
     for part in wanted:
         if deadline is not None and time.monotonic() >= deadline:

@@ -59,13 +59,14 @@ def test_the_8b_part_goes_down_to_the_longest_length_that_fits(tmp_path, monkeyp
 
 @pytest.mark.parametrize("runs, only, want", [
     ("a", "speed", ["speed"]), ("b", "speed", ["b"]), ("b,a", "speed,8b", ["b", "speed", "8b"]),
-    ("c", "speed", ["c"]),
+    ("c", "speed", ["c"]), ("correctness,b,speed", "8b", ["correctness", "b", "speed"]),
 ])  # fmt: skip
 def test_runs_and_parts_choose_what_runs(runs, only, want, tmp_path, monkeypatch) -> None:
     called: list[str] = []
     monkeypatch.setattr(check, "prepare", lambda report: (None, {"results": {}}))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "a simulated GPU")
+    monkeypatch.setattr(check, "correctness", lambda report, ref: called.append("correctness"))
     monkeypatch.setattr(check, "speed", lambda report: called.append("speed"))
     monkeypatch.setattr(check, "big_model", lambda report: called.append("8b"))
     monkeypatch.setattr(check, "run_b", lambda report, root, budgets, lengths, held_out,
