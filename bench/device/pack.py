@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -131,31 +132,31 @@ def part_sizes(size: int, extra: int, room: int) -> list[int]:
     return [first] + [each] * (calls - 1) + [rest - each * (calls - 1)]
 
 
-#: Characters of English prose per SmolLM2 token (the Rust books: 200,000 characters held
-#: 46,000–65,000 tokens, so ≈ 3.1–4.3): a window of n tokens needs ≈ CHARS_PER_TOKEN · n.
-CHARS_PER_TOKEN = 4.6
+def cut(text: Path, chars: int) -> str:
+    """`text`'s first `chars` characters, cut at a line end: what the kit carries of it."""
+    body = text.read_text(encoding="utf-8", errors="replace")
+    if len(body) > chars:
+        body = body[: body.rfind("\n", 0, chars) + 1 or chars]
+    return body
 
 
 def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
     """Each .txt file of `source`, cut to its first `chars` characters at a line end, into
-    `folder` as ``NAME.txt.xz`` (prose shrinks 3–4× under xz: seven books long enough for a 128k
-    window fit beside the model; the entry script restores the .txt)."""
-    texts = sorted(source.glob("*.txt"))
+    `folder` as ``NAME.txt.xz`` (prose shrinks 3–4× under xz: eight books, five of them long
+    enough for a 128k window, fit beside the model; the entry script restores the .txt)."""
     folder.mkdir(parents=True)
-    for text in texts:
-        body = text.read_text(encoding="utf-8", errors="replace")
-        if len(body) > chars:
-            body = body[: body.rfind("\n", 0, chars) + 1 or chars]
+    for text in sorted(source.glob("*.txt")):
+        body = cut(text, chars)
         (folder / f"{text.name}.xz").write_bytes(lzma.compress(body.encode("utf-8"), preset=9))
     return sorted(folder.iterdir())
 
 
-def windows_held(source: Path, chars: int) -> dict[int, int]:
-    """How many of `source`'s texts (cut to `chars`) can hold one window of each run B length,
-    by the `CHARS_PER_TOKEN` estimate."""
-    sizes = [min(len(t.read_text(encoding="utf-8", errors="replace")), chars)
-             for t in sorted(source.glob("*.txt"))]  # fmt: skip
-    return {n: sum(size >= CHARS_PER_TOKEN * n for size in sizes) for n in (32768, 65536, 131072)}
+def windows_held(source: Path, chars: int, count: Callable[[str], int]) -> dict[int, int]:
+    """How many of `source`'s texts, cut as they are carried, hold one window of each run B
+    length, in tokens as `count` gives them (the default model's tokenizer: a document holds a
+    window when it has that many tokens, as `load_samples` reads it)."""
+    tokens = [count(cut(t, chars)) for t in sorted(source.glob("*.txt"))]
+    return {n: sum(k >= n for k in tokens) for n in (32768, 65536, 131072)}
 
 
 def pack(out: Path, python_version: str, held_out: Path | None = None,
@@ -227,8 +228,12 @@ def main() -> int:
                          f"most documents extend validates on), got {found} in "
                          f"{str(args.held_out)!r}")  # fmt: skip
     if args.held_out is not None:
-        held = windows_held(args.held_out, args.held_out_chars)
-        print("pack: held-out texts long enough for one window (estimated): "
+        from longrope_opt.models import load_tokenizer  # the model whose windows run B reads
+
+        tokenizer = load_tokenizer("smollm2-135m")
+        held = windows_held(args.held_out, args.held_out_chars,
+                            lambda text: len(tokenizer(text)["input_ids"]))  # fmt: skip
+        print("pack: held-out texts long enough for one window (SmolLM2 tokens): "
               + ", ".join(f"{n // 1024}k: {k}" for n, k in held.items())
               + f" (run B validates on {HELD_OUT_DOCS}; fewer at a length means fewer there)")  # fmt: skip
     kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars,

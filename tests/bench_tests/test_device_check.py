@@ -254,3 +254,13 @@ def test_run_b_rehearsed_on_the_cpu_brings_back_each_ratio_whole(tmp_path) -> No
     extend, _ = searches.run_b_commands(256, "1h", tmp_path / "work", held, target)
     stored = optuna.load_study(study_name="extend-4x", storage=extend[extend.index("--storage") + 1])
     assert not [t for t in stored.trials if t.state == optuna.trial.TrialState.RUNNING]
+
+
+def test_windows_held_counts_tokens_of_the_text_as_carried(tmp_path) -> None:
+    from bench.device.pack import windows_held
+
+    (tmp_path / "long.txt").write_text("x\n" * 70_000)  # 140,000 characters
+    (tmp_path / "short.txt").write_text("x\n" * 20_000)
+    held = windows_held(tmp_path, 140_000, count=len)  # one token per character
+    assert held == {32768: 2, 65536: 1, 131072: 1}
+    assert windows_held(tmp_path, 100_000, count=len) == {32768: 2, 65536: 1, 131072: 0}  # cut

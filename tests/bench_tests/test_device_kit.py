@@ -37,7 +37,7 @@ def kit(tmp_path_factory) -> Path:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "in 3 parts, 5 held-out texts" in done.stdout
-    assert "held-out texts long enough for one window (estimated): 32k: 0" in done.stdout
+    assert "held-out texts long enough for one window (SmolLM2 tokens): 32k: 0" in done.stdout
     for text in (out / "held-out").iterdir():  # carried xz-compressed
         assert text.name.endswith(".txt.xz")
         body = lzma.decompress(text.read_bytes()).decode()
