@@ -27,6 +27,8 @@ from optuna.trial import TrialState
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.samplers._base import SpaceSampler
+from longrope_opt.samplers._index import same_study
+from longrope_opt.samplers._index import study_key
 from longrope_opt.samplers._protocol import EvolutionSpace
 
 
@@ -160,10 +162,9 @@ class NevergradSampler(SpaceSampler):
         # Build the optimizer on first use, then tell every finished trial not yet told. A
         # sampler handed to another study (Optuna allows it) starts a new optimizer: its trial
         # numbers would otherwise read as the last study's.
-        key = self._study
-        if key is None or key[0] is not study._storage or key[1] != study._study_id:
+        if not same_study(self._study, study):
             self._opt, self._asked, self._told = None, {}, set()
-            self._study = (study._storage, study._study_id)
+            self._study = study_key(study)
         if self._opt is None:
             self._opt = self._factory(
                 parametrization=self._parametrization(),

@@ -40,7 +40,7 @@ class History:
     def add_finished(self, trial: FrozenTrial) -> tuple | None:
         """Queue a newly finished trial for ranking; its genome's key (None if incomplete)."""
         self._pending.append(trial)
-        genome = self._decode(trial.params)
+        genome = self.genome(trial)  # decoded here, once, for the key and for `genome` later
         return None if genome is None else genome.key()
 
     def best(self, sign: float, constrained: bool, size: int) -> list[FrozenTrial]:

@@ -80,9 +80,7 @@ class TrialIndex:
     ) -> None:
         self._derive = derive
         self._on_new_study = on_new_study
-        # The storage itself, not its id(): a freed storage's id is reused by the next one
-        # (two in-memory studies in turn), which would read as the same study.
-        self._study: tuple[BaseStorage, int] | None = None
+        self._study: tuple[BaseStorage, int] | None = None  # `study_key` of the study indexed
         self._finished: dict[int, tuple[FrozenTrial, Any]] = {}
         self._values: set[Any] = set()
         self._low = 0  # every trial numbered below this one is finished and indexed
@@ -94,11 +92,11 @@ class TrialIndex:
             The live (running or waiting) trials, sorted by number.
         """
         storage, study_id = study._storage, study._study_id
-        if self._study is None or self._study[0] is not storage or self._study[1] != study_id:
+        if not same_study(self._study, study):
             if self._study is not None and self._on_new_study is not None:
                 self._on_new_study()  # another study: start over
             self._study, self._finished, self._values, self._low = (
-                (storage, study_id), {}, set(), 0,
+                study_key(study), {}, set(), 0,
             )  # fmt: skip
         # One read. Optuna's cached storages fetch only new and unfinished trials and return
         # their cache, sorted by number, uncopied, so the finished prefix is skipped by a binary
@@ -131,6 +129,17 @@ class TrialIndex:
         """Finished trial `number`, if it is known to be finished."""
         entry = self._finished.get(number)
         return None if entry is None else entry[0]
+
+
+def study_key(study: optuna.Study) -> tuple[BaseStorage, int]:
+    """Which study a sampler serves: its storage object itself, not its id() (a freed storage's
+    id is reused by the next one, two in-memory studies in turn), and the study's id in it."""
+    return study._storage, study._study_id
+
+
+def same_study(key: tuple[BaseStorage, int] | None, study: optuna.Study) -> bool:
+    """Whether `key` (`study_key` of an earlier study, or None) names `study`."""
+    return key is not None and key[0] is study._storage and key[1] == study._study_id
 
 
 class SeenKeys(Container):
