@@ -24,6 +24,7 @@ from longrope_opt.urls import redact_url
 if TYPE_CHECKING:
     from longrope_opt.studies import SearchConfig
 
+DEFAULT_SKIP_TOKENS = 512  # real tokens a skip-mode sample scores (cut to L' when L' is shorter)
 
 EXAMPLES = """examples:
   # the issue-5 comparison: 9 samplers x 3 seeds x 64 trials on the cheap skip objective (~2 h here)
@@ -74,7 +75,12 @@ def add_parser(sub: Any) -> None:
         choices=["perplexity", "needle-ppl"],
         help="perplexity (default) or needle-driven perplexity (answer tokens of needle prompts)",
     )
-    cmp.add_argument("--skip-tokens", type=int, default=512, help="tokens per sample (512)")
+    cmp.add_argument(
+        "--skip-tokens",
+        type=int,
+        default=None,
+        help=f"real tokens per sample (default {DEFAULT_SKIP_TOKENS}, or L' when L' is shorter)",
+    )
     cmp.add_argument("--skip-chunks", type=int, default=2, help="pieces per sample (2)")
     cmp.add_argument(
         "--seed-all",
@@ -101,17 +107,25 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def _skip_tokens(args: argparse.Namespace) -> int:
+    """`--skip-tokens`, or its default cut to L': a short target must not fail on a flag the
+    user never set (a stored study keeps the value, so resuming with the default stays the same)."""
+    if args.skip_tokens is not None:
+        return int(args.skip_tokens)
+    return min(DEFAULT_SKIP_TOKENS, args.target_length)
+
+
 def _objective_label(args: argparse.Namespace) -> str:
     if args.objective == "needle-ppl":
         where = (
-            f"{args.skip_tokens} real tokens spread over positions 0..{args.target_length}"
+            f"{_skip_tokens(args)} real tokens spread over positions 0..{args.target_length}"
             if args.mode == "skip"
             else f"{args.target_length} tokens"
         )
         return f"needle-driven perplexity: {args.samples} document(s) x 4 depths, {where}"
     if args.mode == "skip":
         return (
-            f"skip perplexity (proxy): {args.samples} x {args.skip_tokens} real tokens, each in "
+            f"skip perplexity (proxy): {args.samples} x {_skip_tokens(args)} real tokens, each in "
             f"{args.skip_chunks} pieces spread over positions 0..{args.target_length}"
         )
     return f"perplexity of {args.samples} sample(s) truncated to {args.target_length} tokens"
@@ -125,11 +139,11 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
     if args.objective == "needle-ppl":  # one report per prompt already
         options = {"mode": "full"}
         if args.mode == "skip":
-            options.update(mode="skip", skip_tokens=args.skip_tokens)
+            options.update(mode="skip", skip_tokens=_skip_tokens(args))
     else:
         options = {"report": "sample"}
         if args.mode == "skip":
-            options.update(mode="skip", skip_tokens=args.skip_tokens, skip_chunks=args.skip_chunks)
+            options.update(mode="skip", skip_tokens=_skip_tokens(args), skip_chunks=args.skip_chunks)
     return SearchConfig(
         objective=args.objective,
         **text_kwargs(args),

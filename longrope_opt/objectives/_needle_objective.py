@@ -153,15 +153,19 @@ class NeedlePerplexityObjective(Objective):
 
     def measure(self, trial: optuna.Trial, scaling: Any) -> float:
         """exp(Σ answer NLL / Σ answer tokens); each prompt's mean answer NLL reported."""
-        nll_sum, tokens, correct, per_prompt = 0.0, 0, 0, []
+        nll_sum, tokens, correct, per_prompt, forwarded = 0.0, 0, 0, [], 0
         layers = len(self.prompts) if self.progress else 0
         with layer_progress(self.model, layers):
             for i, prompt in enumerate(self.prompts):
                 nll, ok = needle_nll(self.model, prompt)
                 a = prompt.answer_span[1] - prompt.answer_span[0]
                 nll_sum, tokens, correct = nll_sum + nll, tokens + a, correct + int(ok)
+                forwarded += int(prompt.ids.numel())
                 per_prompt.append(round(nll / a, 6))
                 trial.set_user_attr("needle_nll", per_prompt)
                 trial.set_user_attr("needle_correct", correct)
+                # the cost `compare` counts, as the perplexity objective records it: a pruned
+                # trial still says what it spent
+                trial.set_user_attr("evaluated_tokens", forwarded)
                 self.report(trial, per_prompt[-1], i)
         return safe_exp(nll_sum / tokens)

@@ -189,6 +189,8 @@ def test_objective_reports_each_prompt_and_stores_what_it_scored(tmp_path) -> No
         assert len(t.user_attrs["needle_nll"]) == 8 and 0 <= t.user_attrs["needle_correct"] <= 8
         mean = sum(t.user_attrs["needle_nll"]) / 8  # same answer length in every prompt
         assert math.isclose(t.value, math.exp(mean), rel_tol=1e-4)
+        # the cost `compare` reads: every prompt's forwarded tokens
+        assert t.user_attrs["evaluated_tokens"] == sum(p.ids.numel() for p in objective.prompts)
 
 
 @pytest.mark.parametrize(

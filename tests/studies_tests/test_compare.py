@@ -108,6 +108,26 @@ def test_compare_runs_resumes_and_then_only_reads(
     assert "plotly" in text and "longrope" in text
 
 
+@pytest.mark.parametrize("objective", ["perplexity", "needle-ppl"])
+def test_a_target_shorter_than_the_default_skip_tokens_runs_and_counts_its_cost(
+    tiny_model_dir, tmp_path, capsys, objective
+) -> None:
+    """Without `--skip-tokens` a 256-token target scores 256 real tokens, not an error about the
+    512 default the user never set; both objectives record what a trial cost."""
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    args = _args(tiny_model_dir, corpus, f"sqlite:///{tmp_path / 'c.db'}",
+                 str(tmp_path / "c.html"), 2, "--objective", objective)  # fmt: skip
+    i = args.index("--skip-tokens")
+    del args[i : i + 2]
+    args[args.index("--samplers") + 1] = "random"
+    args[args.index("--seeds") + 1] = "1"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "256 real tokens" in out
+    assert "one full evaluation = 0 " not in out
+    assert "nan" not in out.split("random", 1)[1].splitlines()[0]
+
+
 def test_compare_rejects_bad_input(tmp_path, capsys) -> None:
     storage = f"sqlite:///{tmp_path / 'x.db'}"
     base = ["compare", "--storage", storage, "--html", str(tmp_path / "x.html")]
