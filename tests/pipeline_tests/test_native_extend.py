@@ -99,18 +99,19 @@ def test_search_records_the_native_spec(llama3) -> None:
 
 
 def test_an_unsupported_family_is_one_line_before_any_weight(tmp_path, capfd) -> None:
-    from transformers import LaraMiniConfig
+    # recurrent_gemma (all attention local: refused) is in every transformers release we support
+    from transformers import RecurrentGemmaConfig
 
     folder = Path(save_tiny_model_dir(tmp_path / "model"))
-    config = LaraMiniConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=2, vocab_size=128)  # fmt: skip
-    config.save_pretrained(folder)  # a lara_mini config beside Llama weights: never read
+    config = RecurrentGemmaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, vocab_size=128)  # fmt: skip
+    config.save_pretrained(folder)  # a recurrent_gemma config beside Llama weights: never read
     for weights in folder.glob("*.safetensors"):
         weights.unlink()
     assert main(["extend", str(folder), "--to", "256", "--trials", "1",
                  "--storage", f"sqlite:///{tmp_path / 'x.db'}", "--out", str(tmp_path / "o")]) == 2
     err = capfd.readouterr().err.strip().splitlines()
-    assert len(err) >= 1 and "model type 'lara_mini' is not supported" in err[-1]
+    assert len(err) >= 1 and "model type 'recurrent_gemma' is not supported" in err[-1]
     assert not any("loading" in line for line in err)
 
 
