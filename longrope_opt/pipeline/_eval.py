@@ -135,18 +135,18 @@ def compare_methods(
     check_source(corpus)
     # A study's search may have been told the trained length: its rows are computed from it here
     # too (as `validate` does), so "searched" and the formulas mean what they meant there.
-    trained = None
-    if study_name:
+    trained, held = None, None
+    if study_name:  # opened once: the trained length, the check and the factors read it
         held = make_storage(resolve_storage_url(storage), must_exist=True)
         trained = stored_trained_length(load_named_study(held, study_name))
     pre = read_config(model, trained_length=trained)  # checked before the weights load
     if pre is not None:
-        _searched(factors, study_name, storage, check_supported(pre))
+        _searched(factors, study_name, held, check_supported(pre))
     lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn, fuse=fuse,
                                trained_length=trained)  # fmt: skip
     spec = RopeSpec.from_config(lm.config)
     plain = (getattr(lm.config, "rope_parameters", None) or {}).get("rope_type", "default") == "default"
-    searched = _searched(factors, study_name, storage, spec)
+    searched = _searched(factors, study_name, held, spec)
     if searched is not None:
         methods.append("searched")
     rows: dict[str, dict[int, float]] = {m: {} for m in methods}
@@ -184,11 +184,11 @@ def compare_methods(
     return table
 
 
-def _searched(factors: str | None, study_name: str | None, storage: Any, spec: RopeSpec) -> Any:
-    """The searched `RopeScaling` from a factor file or a study's winner (None if neither)."""
+def _searched(factors: str | None, study_name: str | None, held: Any, spec: RopeSpec) -> Any:
+    """The searched `RopeScaling` from a factor file or a study's winner in the opened storage
+    `held` (None if neither)."""
     if not (factors or study_name):
         return None
-    held = make_storage(resolve_storage_url(storage), must_exist=True) if study_name else None
     scaling, _ = factors_with_length(factors=factors, study_name=study_name, storage=held)
     try:
         return scaling.check(spec)
