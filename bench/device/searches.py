@@ -141,7 +141,11 @@ def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path,
         report.check(name, False, "not started: the call's time is spent (--stop-after)")
         return False
     with log.open("a") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root)
+        # SIGINT back to its default in the child: a command started from a background job
+        # of a non-interactive shell inherits it ignored, and the Ctrl-C that stops a search
+        # cleanly would go unheard until the kill (its running trial left RUNNING)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root,
+                                preexec_fn=_default_sigint)  # fmt: skip
         try:
             code = proc.wait(timeout=left)
         except subprocess.TimeoutExpired:
@@ -151,6 +155,10 @@ def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path,
             return False
     report.check(name, code == 0, f"exit {code}; log in {log.name}")
     return code == 0
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _interrupt(proc: subprocess.Popen) -> int:

@@ -4,6 +4,7 @@ part's way down to the longest length that fits when one runs out of GPU memory.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -107,8 +108,14 @@ def test_a_command_past_the_deadline_is_interrupted_and_ends_cleanly(tmp_path) -
     script = ("import time, pathlib\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
               f"    pathlib.Path({str(tmp_path / 'ended')!r}).write_text('cleanly')\n    raise")
     start = time.monotonic()
-    ok = searches._run(report, "sleeper", [sys.executable, "-c", script], tmp_path / "log",
-                       tmp_path, deadline=time.monotonic() + 2)  # fmt: skip
+    # as when the kit runs in a background job of a non-interactive shell: SIGINT ignored here,
+    # which a child would inherit (and then hear no Ctrl-C) unless the stop restores it
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ok = searches._run(report, "sleeper", [sys.executable, "-c", script], tmp_path / "log",
+                           tmp_path, deadline=time.monotonic() + 2)  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert not ok and time.monotonic() - start < 30
     assert (tmp_path / "ended").read_text() == "cleanly"
     assert "stopped at --stop-after" in (tmp_path / "table.txt").read_text()
