@@ -19,11 +19,13 @@ Every command is the real CLI's (`tests/bench_tests/test_device_check.py` parses
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,11 +143,8 @@ def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path,
         report.check(name, False, "not started: the call's time is spent (--stop-after)")
         return False
     with log.open("a") as fh:
-        # SIGINT back to its default in the child: a command started from a background job
-        # of a non-interactive shell inherits it ignored, and the Ctrl-C that stops a search
-        # cleanly would go unheard until the kill (its running trial left RUNNING)
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root,
-                                preexec_fn=_default_sigint)  # fmt: skip
+        with _sigint_inherited_as_default():
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=root)
         try:
             code = proc.wait(timeout=left)
         except subprocess.TimeoutExpired:
@@ -157,8 +156,21 @@ def _run(report: Any, name: str, cmd: list[str], log: Path, root: Path,
     return code == 0
 
 
-def _default_sigint() -> None:
+@contextlib.contextmanager
+def _sigint_inherited_as_default() -> Iterator[None]:
+    # A check started from a background job of a non-interactive shell has SIGINT ignored, and
+    # its commands inherit that: the Ctrl-C that stops a search cleanly would go unheard until
+    # the kill (its running trial left RUNNING). exec resets a caught signal, not an ignored
+    # one, so only then is it the default for the instant of the start (not in a preexec_fn:
+    # unsafe in a process with threads, and torch's are running here).
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _interrupt(proc: subprocess.Popen) -> int:
