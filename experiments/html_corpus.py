@@ -4,7 +4,7 @@ Long prose that no search here has seen, offline: mdBook "print" pages hold a wh
 page (the Rust toolchain's docs, for one). Scripts, styles, the navigation and the <head> are
 dropped; block ends become line breaks.
 
-    python experiments/html_corpus.py ~/.rustup/toolchains/*/share/doc/rust/html/{book,reference,nomicon,cargo}/print.html \
+    python experiments/html_corpus.py "$(rustc --print sysroot)"/share/doc/rust/html/{book,reference,nomicon,cargo}/print.html \
         --out /tmp/prose
     # each page becomes /tmp/prose/<parent folder>.txt (book.txt, reference.txt, ...)
 """
