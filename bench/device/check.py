@@ -240,8 +240,8 @@ def main() -> int:
     parser.add_argument("--runs", default="a", help="a, b, c or run A's parts by name "
                         "(correctness, speed, 8b), comma-separated, run in that order: "
                         "correctness,b,speed checks CUDA before the searches (default a)")  # fmt: skip
-    parser.add_argument("--only", default="correctness,speed,8b",
-                        help="run A's parts (default all: correctness,speed,8b)")  # fmt: skip
+    parser.add_argument("--only", default=",".join(A_PARTS),
+                        help=f"run A's parts (default all: {','.join(A_PARTS)})")  # fmt: skip
     parser.add_argument("--budget-b", default=",".join(B_BUDGETS),
                         help="run B's extend budget per length, comma-separated, or one for all "
                         f"(default {','.join(B_BUDGETS)})")  # fmt: skip
@@ -271,7 +271,7 @@ def main() -> int:
         parser.error(f"--budget-b must give one budget or one per length ({len(lengths_b)}), "
                      f"got {args.budget_b!r}")  # fmt: skip
     if not set(only) <= set(A_PARTS):
-        parser.error(f"--only must name correctness, speed and/or 8b, got {args.only!r}")
+        parser.error(f"--only must name {', '.join(A_PARTS)} (comma-separated), got {args.only!r}")
     names = sorted(p.name for p in args.held_out.glob("*.txt")) if args.held_out else []
     if args.held_out is not None and not names:
         parser.error(f"--held-out must be a folder of .txt files, got {str(args.held_out)!r}")
