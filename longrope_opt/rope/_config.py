@@ -19,6 +19,8 @@ from longrope_opt.rope._native import native_rope
 #: Layer types whose attention is local: they never see a distance past their window, so an
 #: extension leaves their RoPE as it is (Gemma 2/3, OLMo 3, ... : ``sliding_attention``).
 LOCAL_LAYER_TYPES = ("sliding", "local", "chunked")
+#: Config attributes that size a local layer's window.
+WINDOW_ATTRS = ("sliding_window", "attention_chunk_size", "attention_window_size")
 #: Families that hard-code their base and name the rotated channels ``rotary_dim``.
 FIXED_BASE = {"gptj": 10000.0, "codegen": 10000.0}
 #: A config attribute that says the trained length when the checkpoint's config does not
@@ -52,14 +54,29 @@ def extended_layer_types(config: Any) -> tuple[str, ...]:
 
     Raises:
         UnsupportedModelError: The non-local layer types run different RoPEs (one spec cannot
-            describe them), or none of them has a RoPE.
+            describe them), or none of them has a RoPE, or every layer is local.
     """
     text = getattr(config, "get_text_config", None)
     config = text() if callable(text) else config
+    used = getattr(config, "layer_types", None)
+    if used and all(is_local(t) for t in used) and _windowed(config):
+        # a model built with fewer layers than its pattern's period (Gemma 3, OLMo 3 with 2
+        # layers) has no global layer; its global RoPE, if any, is used by no layer
+        raise UnsupportedModelError(
+            f"model type {_model_type(config)!r}: all {len(used)} of its layers are "
+            f"{'/'.join(sorted(set(used)))} layers, each attending within its window: there "
+            "is no global attention to extend."
+        )
     per_layer = per_layer_params(config)
     if per_layer is None:
         return ()
     extended = tuple(k for k in per_layer if not is_local(k) and per_layer[k] is not None)
+    if extended and used and not any(k in used for k in extended):
+        raise UnsupportedModelError(
+            f"model type {_model_type(config)!r}: its RoPE for {list(extended)} is used by none "
+            f"of its {len(used)} layers ({'/'.join(sorted(set(used)))}): there is no global "
+            "attention to extend."
+        )
     if not extended:
         nope = [k for k in per_layer if not is_local(k)]
         raise UnsupportedModelError(
@@ -76,6 +93,17 @@ def extended_layer_types(config: Any) -> tuple[str, ...]:
             "different RoPEs; one set of factors cannot extend them."
         )
     return extended
+
+
+def _windowed(config: Any) -> bool:
+    """Whether the config's local layers see less than its trained window (layers typed local
+    whose window is None, or spans the trained length, attend as global ones do there)."""
+    present = [a for a in WINDOW_ATTRS if hasattr(config, a)]
+    if not present:
+        return True
+    trained = getattr(config, "max_position_embeddings", None)
+    windows = [getattr(config, a) for a in present]
+    return any(isinstance(w, int) and (trained is None or w < trained) for w in windows)
 
 
 def _params(config: Any) -> dict[str, Any]:

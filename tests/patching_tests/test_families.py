@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ from longrope_opt.patching import install_rope_scaling
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import extended_layer_types
+from longrope_opt.rope import is_local
 from longrope_opt.rope import pi
 from longrope_opt.rope import yarn
 from tests.families import SEQ
@@ -212,3 +214,36 @@ def test_docs_table_is_current() -> None:
     supported, refused = statuses.count("supported"), statuses.count("refused")
     assert f"**{supported} supported**, {refused} refused" in text
     assert supported + refused == len(statuses) == len(FAMILIES)
+
+
+def _all_local(name: str) -> Any:
+    """The family's tiny config with every layer local (None: its config does not keep that)."""
+    family = FAMILIES[name]
+    types = getattr(family.config_class(), "layer_types", None) or []
+    local = next((t for t in types if is_local(t)), None)
+    if local is None:
+        return None
+    # windows below the tiny trained length (32): a local layer never sees past it
+    config = tiny_config(family, layer_types=[local, local], attention_chunk_size=16)
+    return config if list(getattr(_text(config), "layer_types", None) or []) == [local, local] else None
+
+
+#: Families with local layer types whose tiny model can be built without a global layer
+#: (Gemma 3 or OLMo 3 with 2 layers under their default pattern).
+WITHOUT_GLOBAL = [n for n in SUPPORTED if _all_local(n) is not None]
+
+
+def test_gemma3_and_olmo3_can_be_built_without_a_global_layer() -> None:
+    assert {"gemma3", "olmo3"} <= set(WITHOUT_GLOBAL), WITHOUT_GLOBAL
+
+
+@pytest.mark.parametrize("name", WITHOUT_GLOBAL)
+def test_a_model_without_a_global_layer_is_refused_not_crashed(name: str) -> None:
+    config = _all_local(name)
+    with pytest.raises(UnsupportedModelError, match="no global attention to extend"):
+        check_supported(config)  # from the config alone, before any weight
+    model = build(FAMILIES[name], config)
+    spec = RopeSpec.from_config(_text(build(FAMILIES[name]).config))
+    with pytest.raises(UnsupportedModelError, match="no global attention to extend"):
+        with apply_rope_scaling(model, pi(spec, 2 * spec.original_length)):
+            pass

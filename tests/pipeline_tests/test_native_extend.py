@@ -153,3 +153,34 @@ def test_the_user_says_the_trained_length_when_the_config_does_not(tmp_path) -> 
     with pytest.raises(SystemExit):  # argparse: not a number
         main(["extend", model, "--to", "512", "--trained-length", "x"])
     assert main(["extend", model, "--to", "512", "--trained-length", "1"]) == 2
+
+
+@pytest.mark.parametrize("config_class", ["Gemma3TextConfig", "Olmo3Config"])
+def test_a_model_whose_layers_are_all_windowed_is_one_line_before_any_weight(
+    config_class, tmp_path, capfd
+) -> None:
+    # 2 layers under the default pattern (a global layer every 6th / 4th): all sliding-window
+    import transformers
+
+    from longrope_opt.errors import UnsupportedModelError
+    from longrope_opt.pipeline import extend
+
+    folder = Path(save_tiny_model_dir(tmp_path / "model"))
+    config = getattr(transformers, config_class)(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, vocab_size=128, sliding_window=16,
+        max_position_embeddings=128,
+    )  # fmt: skip
+    assert set(config.layer_types) == {"sliding_attention"}
+    config.save_pretrained(folder)  # beside Llama weights: never read
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+    capfd.readouterr()  # the set-up's own output
+    assert main(["extend", str(folder), "--to", "256", "--trials", "1",
+                 "--storage", f"sqlite:///{tmp_path / 'x.db'}", "--out", str(tmp_path / "o")]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no global attention to extend" in err[0], err
+    assert not (tmp_path / "o").exists()  # nothing written
+    with pytest.raises(UnsupportedModelError, match="no global attention to extend"):
+        extend(str(folder), 256, trials=1, storage=f"sqlite:///{tmp_path / 'y.db'}",
+               out=tmp_path / "o2", progress=False)  # fmt: skip
