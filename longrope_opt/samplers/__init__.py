@@ -27,6 +27,7 @@ from longrope_opt.samplers._registry import make_sampler
 from longrope_opt.samplers._seeding import enqueue_seeds
 from longrope_opt.samplers._seeding import enqueue_space_seeds
 from longrope_opt.samplers._state import trial_generation
+from longrope_opt.samplers._state import trial_step
 
 
 __all__ = [
@@ -54,4 +55,5 @@ __all__ = [
     "make_sampler",
     "read_trials",
     "trial_generation",
+    "trial_step",
 ]

@@ -1,6 +1,6 @@
 """Figures for searches and evaluations (plotly), and attaching them to a study for the dashboard.
 
-Records (plain data) are read by `lambda_records`, `generation_records` and `length_records`;
+Records (plain data) are read by `lambda_records`, `progress_records` and `length_records`;
 figures are built from records only, so they can be made and tested anywhere.
 """
 
@@ -8,31 +8,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from longrope_opt.viz._figures import generation_figure
 from longrope_opt.viz._figures import lambda_curve_figure
 from longrope_opt.viz._figures import length_figure
-from longrope_opt.viz._records import generation_records
+from longrope_opt.viz._figures import progress_figure
 from longrope_opt.viz._records import lambda_records
 from longrope_opt.viz._records import length_records
+from longrope_opt.viz._records import progress_records
 from longrope_opt.viz._svg import lambda_curves_svg
 from longrope_opt.viz._validation import validation_figure
 
 
-#: Dashboard graph ids (stable, so re-attaching replaces instead of piling up).
-FIGURE_IDS = {"lambda": "longrope-lambda", "generations": "longrope-generations"}
+#: Dashboard graph ids (stable, so re-attaching replaces instead of piling up). The progress
+#: figure keeps the id of the per-generation figure it replaced, so reattaching to a study
+#: made before replaces that one instead of showing both.
+FIGURE_IDS = {"lambda": "longrope-lambda", "progress": "longrope-generations"}
 
 
 def study_figures(study: Any) -> dict[str, Any]:
-    """The figures a study supports: λ curve (needs a completed trial), generations (LongRoPE)."""
+    """The figures a study supports: λ curve and progress (both need a completed trial)."""
     # the optional extras `plotly` and `optuna-dashboard`
     from optuna.trial import TrialState
 
     figures = {}
     if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         figures["lambda"] = lambda_curve_figure(lambda_records(study))
-    gens = generation_records(study)
-    if gens:
-        figures["generations"] = generation_figure(gens)
+        figures["progress"] = progress_figure(progress_records(study))
     return figures
 
 
@@ -58,13 +58,13 @@ def attach_figures(study: Any) -> list[str]:
 __all__ = [
     "FIGURE_IDS",
     "attach_figures",
-    "generation_figure",
-    "generation_records",
     "lambda_curve_figure",
     "lambda_curves_svg",
     "lambda_records",
     "length_figure",
     "length_records",
+    "progress_figure",
+    "progress_records",
     "study_figures",
     "validation_figure",
 ]

@@ -47,44 +47,79 @@ def lambda_curve_figure(records: dict) -> Any:
     return fig
 
 
-def generation_figure(records: list[dict[str, Any]]) -> Any:
-    """Best perplexity in each generation and best so far."""
+#: Marker of each kind of trial in the progress figure.
+_KINDS = {"seed": "star", "candidate": "circle", "model step": "diamond", "pruned": "x-thin"}
+
+
+def progress_figure(records: dict[str, Any]) -> Any:
+    """Every finished trial's value against its number, the best so far as a step line, seeds
+    named, model steps and pruned trials marked; colour by generation where the sampler has
+    several (`progress_records`)."""
     go = _go()
-    gens = [r["generation"] for r in records]
+    trials = records["trials"]
     fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=gens,
-            y=[r["best"] for r in records],
-            mode="markers",
-            name="best in generation",
-            text=[f"{r['completed']}/{r['trials']} completed" for r in records],
-        )
-    )
-    fig.add_trace(
-        go.Scatter(x=gens, y=[r["best_so_far"] for r in records], mode="lines", name="best so far")
-    )
+    for kind, symbol in _KINDS.items():
+        mine = [r for r in trials if r["kind"] == kind and _finite(r["value"])]
+        if not mine:
+            continue
+        marker: dict[str, Any] = {"symbol": symbol, "size": 12 if kind == "seed" else 8}
+        if kind == "pruned":
+            marker["color"] = "#999999"
+        elif records["generations"] and kind != "seed":
+            marker.update(color=[r["generation"] for r in mine], colorscale="Viridis",
+                          showscale=True, colorbar={"title": "generation"})  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=[r["number"] for r in mine], y=[r["value"] for r in mine],
+            mode="markers+text" if kind == "seed" else "markers", marker=marker,
+            text=[_label(r) for r in mine] if kind == "seed" else None,
+            textposition="top center", hovertext=[_hover(r) for r in mine], hoverinfo="text",
+            name={"seed": "seeds", "pruned": "pruned (last report)"}.get(kind, kind + "s"),
+        ))  # fmt: skip
+    steps = [r for r in trials if _finite(r["best_so_far"])]
+    fig.add_trace(go.Scatter(x=[r["number"] for r in steps], y=[r["best_so_far"] for r in steps],
+                             mode="lines", line={"shape": "hv", "width": 2.5},
+                             name="best so far"))  # fmt: skip
     fig.update_layout(
-        title="Best perplexity per generation",
-        xaxis_title="generation",
-        yaxis_title="perplexity",
-        template="plotly_white",
-    )
-    # The y range follows the best-so-far line: one far-off generation (a poor seed, a diverged
-    # mutant) would otherwise flatten everything else into a line. Points above are counted.
-    best = [r["best_so_far"] for r in records if _finite(r["best_so_far"])]
-    if best:
-        lo, hi = min(best), max(best)
-        pad = max(hi - lo, 0.01 * abs(lo)) * 0.15
-        top = hi + pad
-        fig.update_yaxes(range=[lo - pad, top])
-        above = sum(_finite(r["best"]) and r["best"] > top for r in records)
-        if above:
-            fig.add_annotation(
-                text=f"{above} generation best(s) above the range (zoom out to see)",
-                xref="paper", yref="paper", x=1, y=1, showarrow=False, xanchor="right",
-            )  # fmt: skip
+        title=f"Search progress: {len(trials)} finished trials, the best so far "
+        f"({'highest' if records['maximize'] else 'lowest'} wins)",
+        xaxis_title="trial", yaxis_title="objective (perplexity)", template="plotly_white",
+    )  # fmt: skip
+    _fit_range(fig, trials)
     return fig
+
+
+def _label(r: dict[str, Any]) -> str:
+    return str(r["seed"] or "")
+
+
+def _hover(r: dict[str, Any]) -> str:
+    parts = [f"trial {r['number']}", r["kind"] + (f" {r['seed']}" if r["seed"] else ""),
+             f"value {r['value']:.4f}"]  # fmt: skip
+    if r["kind"] == "pruned":
+        parts.append(f"stopped after {r['reports']} report(s)")
+    if r["generation"] is not None:
+        parts.append(f"generation {r['generation']}")
+    return "<br>".join(parts)
+
+
+def _fit_range(fig: Any, trials: list[dict[str, Any]]) -> None:
+    # One far-off trial (PI's seed at 4x, a diverged candidate) would flatten the rest into a
+    # line: the range stops 5 robust deviations above the median value; points above are counted.
+    values = sorted(r["value"] for r in trials if _finite(r["value"]))
+    if not values:
+        return
+    median = values[len(values) // 2]
+    spread = sorted(abs(v - median) for v in values)[len(values) // 2] * 1.4826
+    lo, hi = values[0], min(values[-1], median + 5 * spread)
+    pad = max(hi - lo, 0.01 * abs(lo)) * 0.15
+    top = hi + pad
+    fig.update_yaxes(range=[lo - pad, top])
+    above = sum(v > top for v in values)
+    if above:
+        fig.add_annotation(
+            text=f"{above} trial(s) above the range (zoom out to see)",
+            xref="paper", yref="paper", x=1, y=1, showarrow=False, xanchor="right",
+        )  # fmt: skip
 
 
 def _finite(value: Any) -> bool:

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 
 from longrope_opt.rope import METHODS
 from longrope_opt.samplers import trial_generation
+from longrope_opt.samplers import trial_step
 from longrope_opt.studies import ranked_trials
 from longrope_opt.studies import record
 from longrope_opt.studies import space_of_study
@@ -55,39 +56,40 @@ def lambda_records(study: optuna.Study, methods: tuple[str, ...] = ()) -> dict:
     return {"target_length": target, "curves": curves, "shipped": shipped, "native": native}
 
 
-def generation_records(study: optuna.Study) -> list[dict[str, Any]]:
-    """Per generation of a `LongRoPESampler` study: trials, best value in it, best so far
-    ("best" in the study's direction).
+def progress_records(study: optuna.Study) -> dict[str, Any]:
+    """How a search went, trial by trial, for any sampler: each finished trial's value, the best
+    so far, which trials were seeds, model steps or pruned, and generations where the sampler
+    keeps more than one (the paper's evolution; the default's trust-region steps and screened
+    children all sit in generation 0, and Optuna's and nevergrad's samplers have none).
 
-    Trials without a generation tag (another sampler) are skipped; an empty list means the study
-    was not run by the LongRoPE sampler.
+    Returns:
+        ``{"trials": [...], "generations": bool, "maximize": bool}``; each trial is
+        ``{"number", "value", "best_so_far", "kind", "generation", "seed", "reports"}``: `kind` is
+        ``"seed"``, ``"model step"``, ``"candidate"`` or ``"pruned"`` (its value is its last
+        report, e.g. its fitness on the documents it read before it stopped; it never counts as
+        best), `reports` how many it made.
     """
-    better = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
-    by_gen: dict[int, list[float]] = {}
-    counts: dict[int, int] = {}
-    for t in study.get_trials(deepcopy=False):
-        gen = trial_generation(t)
-        if gen is None:
-            continue
-        counts[gen] = counts.get(gen, 0) + 1
-        if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
-            by_gen.setdefault(gen, []).append(t.value)
-    records, best = [], math.nan
-    for gen in sorted(counts):
-        values = by_gen.get(gen, [])
-        gen_best = better(values) if values else math.nan
-        if values:
-            best = gen_best if math.isnan(best) else better(best, gen_best)
-        records.append(
-            {
-                "generation": gen,
-                "trials": counts[gen],
-                "completed": len(values),
-                "best": gen_best,
-                "best_so_far": best,
-            }
-        )
-    return records
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    better = max if maximize else min
+    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    rows: list[dict[str, Any]] = []
+    best = math.nan
+    for t in sorted(finished, key=lambda t: t.number):
+        reports = t.intermediate_values
+        if t.state == TrialState.COMPLETE:
+            value = t.value if t.value is not None and math.isfinite(t.value) else math.nan
+            if not math.isnan(value):
+                best = value if math.isnan(best) else better(best, value)
+            kind = "seed" if t.user_attrs.get("seed") else (
+                "model step" if trial_step(t) == "model" else "candidate")  # fmt: skip
+        else:
+            value = reports[max(reports)] if reports else math.nan
+            kind = "pruned"
+        rows.append({"number": t.number, "value": value, "best_so_far": best, "kind": kind,
+                     "generation": trial_generation(t), "seed": t.user_attrs.get("seed"),
+                     "reports": len(reports)})  # fmt: skip
+    generations = len({r["generation"] for r in rows if r["generation"] is not None}) > 1
+    return {"trials": rows, "generations": generations, "maximize": maximize}
 
 
 def length_records(rows: dict[str, dict[int, float]]) -> list[dict[str, Any]]:

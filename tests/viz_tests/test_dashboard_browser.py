@@ -99,7 +99,7 @@ def test_dashboard_shows_the_study_in_headless_chromium(tmp_path) -> None:
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert "RoPE rescale factors" in study_dom.stdout, study_dom.stderr[-2000:]
-        assert "Best perplexity per generation" in study_dom.stdout
+        assert "Search progress" in study_dom.stdout
         subprocess.run(
             [chromium, *CHROMIUM_FLAGS, *profile, f"--screenshot={artifacts / 'study.png'}",
              "--window-size=1280,2400", f"{url}/studies/1"],

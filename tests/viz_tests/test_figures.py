@@ -11,16 +11,17 @@ import pytest
 from longrope_opt import RopeSpec
 from longrope_opt.rope import METHODS
 from longrope_opt.samplers import LongRoPESampler
+from longrope_opt.samplers import trial_generation
 from longrope_opt.space import SearchSpace
 from longrope_opt.studies import build_provenance
 from longrope_opt.studies import open_study
 from longrope_opt.viz import FIGURE_IDS
-from longrope_opt.viz import generation_figure
-from longrope_opt.viz import generation_records
 from longrope_opt.viz import lambda_curve_figure
 from longrope_opt.viz import lambda_records
 from longrope_opt.viz import length_figure
 from longrope_opt.viz import length_records
+from longrope_opt.viz import progress_figure
+from longrope_opt.viz import progress_records
 from longrope_opt.viz import study_figures
 
 
@@ -40,13 +41,7 @@ def test_lambda_curve_figure_has_one_trace_per_curve() -> None:
     assert "256" in fig.layout.title.text and fig.layout.yaxis.type == "log"
 
 
-def test_generation_figure_and_length_figure() -> None:
-    gens = [
-        {"generation": 0, "trials": 4, "completed": 4, "best": 5.0, "best_so_far": 5.0},
-        {"generation": 1, "trials": 2, "completed": 1, "best": 6.0, "best_so_far": 5.0},
-    ]
-    fig = generation_figure(gens)
-    assert list(fig.data[0].y) == [5.0, 6.0] and list(fig.data[1].y) == [5.0, 5.0]
+def test_length_figure() -> None:
     rows = {"none": {8192: 6.0, 16384: math.inf}, "yarn": {16384: 5.2, 8192: 6.0}}
     records = length_records(rows)
     assert records[:1] == [{"method": "none", "length": 8192, "ppl": 6.0}]
@@ -56,19 +51,28 @@ def test_generation_figure_and_length_figure() -> None:
     assert list(by_name["yarn"].x) == [8192, 16384] and list(by_name["yarn"].y) == [6.0, 5.2]
 
 
-def _study(tmp_path, n_trials: int = 10) -> optuna.Study:
+def _study(tmp_path, n_trials: int = 10, sampler: str = "longrope") -> optuna.Study:
     space = SearchSpace(SPEC, 256)
-    sampler = LongRoPESampler(
-        space=space, population_size=4, num_mutations=2, num_crossovers=2, num_parents=2, seed=0
-    )
+    if sampler == "nevergrad":
+        from longrope_opt.samplers import NevergradSampler
+
+        chosen: optuna.samplers.BaseSampler = NevergradSampler(space=space, budget=n_trials, seed=0)
+    else:
+        operators = {"paper": {"operators": "paper"}}.get(sampler, {})
+        chosen = LongRoPESampler(space=space, population_size=4, num_mutations=2,
+                                 num_crossovers=2, num_parents=2, seed=0, **operators)  # fmt: skip
     prov = build_provenance(
         model="tiny", model_type="llama", original_length=64, target_length=256, corpus="c",
         corpus_hash="h", doc_ids=["d"], samples=1, seed=0, objective="synthetic",
     )  # fmt: skip
     study = open_study(
-        storage=f"sqlite:///{tmp_path / 'v.db'}", study_name="viz-study", sampler=sampler,
+        storage=f"sqlite:///{tmp_path / 'v.db'}", study_name="viz-study", sampler=chosen,
         provenance=prov, spec=SPEC,
     )  # fmt: skip
+    if sampler == "nevergrad":  # seeded, as `compare` seeds every sampler
+        from longrope_opt.samplers import enqueue_space_seeds
+
+        enqueue_space_seeds(study, space)
     target = np.linspace(1.0, 5.0, SPEC.n_factors)
     study.optimize(
         lambda t: float(np.mean((space.suggest(t).factors - target) ** 2)), n_trials=n_trials
@@ -78,11 +82,6 @@ def _study(tmp_path, n_trials: int = 10) -> optuna.Study:
 
 def test_records_from_a_longrope_study(tmp_path) -> None:
     study = _study(tmp_path)
-    gens = generation_records(study)
-    assert [g["generation"] for g in gens] == [0, 1, 2]
-    assert [g["trials"] for g in gens] == [4, 4, 2]  # P = 4, then N1 + N2 = 4 per generation
-    assert gens[-1]["best_so_far"] == pytest.approx(study.best_value)
-    assert all(a["best_so_far"] >= b["best_so_far"] for a, b in zip(gens, gens[1:]))
     lam = lambda_records(study)
     best = f"best (trial {study.best_trial.number})"
     # the study's own seeds, as its trials evaluated them, and the best trial, which ships
@@ -119,24 +118,58 @@ def test_attach_figures_stores_them_for_the_dashboard(tmp_path) -> None:
     from longrope_opt.viz import attach_figures
 
     study = _study(tmp_path, n_trials=6)
-    assert attach_figures(study) == ["generations", "lambda"]
-    assert attach_figures(study) == ["generations", "lambda"]  # re-attaching replaces
+    assert attach_figures(study) == ["lambda", "progress"]
+    assert attach_figures(study) == ["lambda", "progress"]  # re-attaching replaces
     attrs = study._storage.get_study_system_attrs(study._study_id)
     ids = {k.split(":")[2] for k in attrs if k.startswith("dashboard:plot_data:")}
     assert ids == set(FIGURE_IDS.values())  # two figures (stored in pieces), not four
 
 
-def test_generation_figure_range_follows_the_best_so_far() -> None:
-    pytest.importorskip("plotly")
-    records = [
-        {"generation": 0, "best": 5.20, "best_so_far": 5.20, "completed": 8, "trials": 8},
-        {"generation": 1, "best": 19.0, "best_so_far": 5.20, "completed": 8, "trials": 8},
-        {"generation": 2, "best": 5.10, "best_so_far": 5.10, "completed": 8, "trials": 8},
-    ]
-    fig = generation_figure(records)
+@pytest.mark.parametrize("sampler", ["longrope", "paper", "nevergrad"])
+def test_the_progress_figure_shows_every_trial_for_every_sampler(tmp_path, sampler) -> None:
+    study = _study(tmp_path, n_trials=12, sampler=sampler)
+    records = progress_records(study)
+    trials = records["trials"]
+    assert [r["number"] for r in trials] == list(range(12))  # every trial, not one per generation
+    values = [t.value for t in study.trials]
+    assert [r["value"] for r in trials] == values
+    assert [r["best_so_far"] for r in trials] == [min(values[: i + 1]) for i in range(12)]
+    seeds = [r["seed"] for r in trials if r["kind"] == "seed"]
+    assert seeds[:3] == ["pi", "ntk", "yarn"]  # every sampler here starts from the seeds
+    # generations only where the sampler keeps several (none for nevergrad's)
+    tags = {trial_generation(t) for t in study.trials} - {None}
+    assert records["generations"] is (len(tags) > 1)
+    assert records["generations"] is not (sampler == "nevergrad")
+    if sampler == "longrope":  # the default's trust-region steps are marked
+        assert any(r["kind"] == "model step" for r in trials)
+    fig = progress_figure(records)
+    drawn = sorted(n for tr in fig.data if tr.name != "best so far" for n in tr.x)
+    assert drawn == list(range(12))
+    line = next(tr for tr in fig.data if tr.name == "best so far")
+    assert list(line.y) == [r["best_so_far"] for r in trials] and line.line.shape == "hv"
+    seed_trace = next(tr for tr in fig.data if tr.name == "seeds")
+    assert list(seed_trace.text)[:3] == ["pi", "ntk", "yarn"]
+    coloured = [tr for tr in fig.data if tr.marker.colorscale is not None]
+    assert bool(coloured) is records["generations"]  # coloured by generation only then
+
+
+def test_the_progress_figure_counts_pruned_trials_and_keeps_its_range() -> None:
+    rows = [
+        {"number": 0, "value": 5.2, "best_so_far": 5.2, "kind": "seed", "generation": 0,
+         "seed": "yarn", "reports": 1},
+        {"number": 1, "value": 19.0, "best_so_far": 5.2, "kind": "candidate", "generation": 0,
+         "seed": None, "reports": 1},
+        {"number": 2, "value": 5.6, "best_so_far": 5.2, "kind": "pruned", "generation": 0,
+         "seed": None, "reports": 1},
+        {"number": 3, "value": 5.1, "best_so_far": 5.1, "kind": "candidate", "generation": 0,
+         "seed": None, "reports": 3},
+    ]  # fmt: skip
+    fig = progress_figure({"trials": rows, "generations": False, "maximize": False})
     lo, hi = fig.layout.yaxis.range
-    assert lo < 5.10 < 5.20 < hi < 6  # the 19.0 outlier does not flatten the line
-    assert "1 generation best(s) above the range" in fig.layout.annotations[0].text
+    assert lo < 5.1 < 5.6 < hi < 19.0 / 1.5  # the 19.0 outlier does not flatten the rest
+    assert "1 trial(s) above the range" in fig.layout.annotations[0].text
+    pruned = next(tr for tr in fig.data if tr.name.startswith("pruned"))
+    assert list(pruned.x) == [2] and pruned.marker.color == "#999999"
 
 
 def test_an_empty_passkey_panel_says_why() -> None:
