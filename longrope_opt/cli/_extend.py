@@ -10,6 +10,7 @@ from longrope_opt.cli._common import add_dtype_flag
 from longrope_opt.cli._common import add_fuse_flag
 from longrope_opt.cli._common import add_heartbeat_flag
 from longrope_opt.cli._common import add_margin_flag
+from longrope_opt.cli._common import add_passkey_form_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import add_trained_length_flag
@@ -66,6 +67,7 @@ def add_parser(sub: Any) -> None:
     text.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
     add_margin_flag(text)
     add_trained_length_flag(text)
+    add_passkey_form_flag(text, default="auto")
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                         dtype=args.dtype, attn=args.attn, fuse=args.fuse,
                         heartbeat_interval=args.heartbeat_interval, seed=args.seed,
                         graceful_interrupt=True, on_plan=show,
-                        trained_length=args.trained_length,
+                        trained_length=args.trained_length, passkey_form=args.passkey_form,
                         **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "

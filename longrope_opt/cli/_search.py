@@ -127,6 +127,15 @@ def add_parser(sub: Any) -> None:
         "ranks behind every one that does (default 0: off)",
     )
     study.add_argument(
+        "--passkey-form",
+        default=None,
+        choices=["single", "branched"],
+        help="how the retrieval constraint and guard measure passkeys: 'single', the paper's "
+        "one-key prompt (about 0.6 of a forward a key on a CPU), or 'branched', the haystack "
+        "once and every key grafted onto it (one forward for all; CPU only); default: a "
+        "study keeps its own, a new one 'single'",
+    )
+    study.add_argument(
         "--pruner",
         default=None,
         choices=["population", "wilcoxon", "none"],
@@ -202,6 +211,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         seed_all=args.seed_all,
         pruner=args.pruner,
         retrieval_keys=args.retrieval_keys,
+        passkey_form=args.passkey_form,
         trained_length=args.trained_length,
         seed_methods=None if args.seed_methods is None else tuple(
             n.strip() for n in args.seed_methods.split(",") if n.strip()

@@ -9,6 +9,7 @@ from typing import Any
 from longrope_opt.cli._common import add_device_flag
 from longrope_opt.cli._common import add_dtype_flag
 from longrope_opt.cli._common import add_margin_flag
+from longrope_opt.cli._common import add_passkey_form_flag
 from longrope_opt.cli._common import add_storage_flag
 from longrope_opt.cli._common import add_subcommand
 from longrope_opt.cli._common import add_trained_length_flag
@@ -73,6 +74,7 @@ def add_parser(sub: Any) -> None:
                       "yarn-cd,ntk-cd); the best of them is the reference")  # fmt: skip
     text.add_argument("--keys", type=int, default=20, metavar="N",
                       help="passkey prompts per length (default 20; 0: none)")  # fmt: skip
+    add_passkey_form_flag(text, default="single")
     add_margin_flag(text)
     add_trained_length_flag(text)
     text.add_argument("--from-json", default=None, metavar="FILE.json",
@@ -117,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         corpus=args.corpus, docs=args.docs, windows=args.windows, seed=args.seed,
         lengths=lengths, classic=classic, keys=args.keys, model=args.model, dtype=args.dtype,
         device=args.device, attn=args.attn, remeasure_other_paths=args.remeasure_other_paths,
-        output=args.output, trained_length=args.trained_length, **margin,
+        output=args.output, trained_length=args.trained_length,
+        passkey_form=args.passkey_form, **margin,
     )  # fmt: skip
     print(result.table)
     print(f"\n{result.measured} measurements made now; the rest came from the storage.")

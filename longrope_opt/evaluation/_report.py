@@ -271,7 +271,7 @@ def format_summary(summary: Summary) -> str:
     for n in v.lengths:
         ref = summary.reference[n]
         out.append(f"{n} tokens: {len(v.documents)} documents {v.documents}; "
-                   f"{v.keys} passkeys (seed {v.passkey_seed}); reference: {ref} "
+                   f"{v.keys} passkeys (seed {v.passkey_seed}, {v.passkey_form} form); reference: {ref} "
                    f"({summary.reference_kind}{_measured(summary)})")  # fmt: skip
         out.append(f"{'row':<{width}}{'ppl':>9}{'ratio':>8}{'95 % CI':>18}  "
                    f"{'Δ log ppl per document':<{8 * len(v.documents)}}"

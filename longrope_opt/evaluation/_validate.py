@@ -28,6 +28,7 @@ from longrope_opt.evaluation._store import MeasurementStore
 from longrope_opt.evaluation._store import measurement_key
 from longrope_opt.evaluation._store import model_fingerprint
 from longrope_opt.evaluation._store import tokens_hash
+from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
@@ -58,6 +59,8 @@ class Validation:
         model: The model's fingerprint (`model_fingerprint`).
         measured: Forwards run by this call (0 on a rerun with nothing new).
         in_sample: Each study candidate's in-sample ratios (`Row.in_sample`), by row.
+        passkey_form: How the passkeys were measured (`longrope_opt.objectives.passkey_results`;
+            a table read back from before the forms existed: ``"single"``).
     """
 
     lengths: list[int]
@@ -75,6 +78,7 @@ class Validation:
     model: str
     measured: int = 0
     in_sample: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    passkey_form: str = "single"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (lengths as strings where they are keys)."""
@@ -113,6 +117,7 @@ def validate(
     doc_ids: Sequence[str] | None = None,
     classic: bool | Sequence[str] = True,
     progress: bool = True,
+    passkey_form: str = "single",
 ) -> Validation:
     """Measure the classic rows and `candidates` on `documents` and passkey prompts.
 
@@ -131,6 +136,10 @@ def validate(
             those named (the rows that can be the best at a length: each costs a forward per
             document and length).
         progress: A progress bar with an ETA over the forwards still to run.
+        passkey_form: How the passkeys are measured (`longrope_opt.objectives.passkey_results`):
+            ``"single"``, the paper's prompt, ≈ 0.6 of a forward per key on the CPU;
+            ``"branched"``, one forward per row for all its keys (CPU only). Each form's
+            outcomes are stored apart.
 
     Returns:
         A `Validation`.
@@ -152,6 +161,8 @@ def validate(
             f"{documents[short[0]].numel()}."
         )
     check_names(candidates)
+    check_passkey_form(passkey_form)
+    kind = "passkey" if passkey_form == "single" else f"passkey-{passkey_form}"
     wanted = list(CLASSIC) if classic is True else [] if classic is False else list(classic)
     unknown = [c for c in wanted if c not in CLASSIC]
     if unknown:
@@ -171,7 +182,7 @@ def validate(
     def store_keys(exact: bool) -> tuple[dict, dict]:
         ppl = {(n, r.name, i): measurement_key("ppl", fingerprint, h, n, r.scaling, exact=exact)
                for (n, i), h in doc_hashes.items() for r in table[n]}  # fmt: skip
-        passkey = {(n, r.name, j): measurement_key("passkey", fingerprint, h, n, r.scaling, exact=exact)
+        passkey = {(n, r.name, j): measurement_key(kind, fingerprint, h, n, r.scaling, exact=exact)
                    for (n, j), h in prompt_hashes.items() for r in table[n]}  # fmt: skip
         return ppl, passkey
 
@@ -193,7 +204,9 @@ def validate(
                      if store.get(key) is None}.values())[::-1]  # fmt: skip
     todo_keys = list({key: k for k, key in reversed(key_keys.items())
                       if store.get(key) is None}.values())[::-1]  # fmt: skip
-    bar = _bar(progress, sum(cost[k[0]] for k in todo_ppl) + 0.6 * sum(cost[k[0]] for k in todo_keys))
+    per_key = {n: 0.6 if passkey_form == "single" else 1.0 / max(1, keys) for n in lengths}
+    bar = _bar(progress, sum(cost[k[0]] for k in todo_ppl)
+               + sum(per_key[k[0]] * cost[k[0]] for k in todo_keys))  # fmt: skip
     measured = 0
     rows_by_name = {n: {r.name: r for r in table[n]} for n in lengths}
     with torch.inference_mode():
@@ -214,16 +227,19 @@ def validate(
             start = time.perf_counter()
             patch = apply_rope_scaling(model, row.scaling) if row.scaling is not None else None
             with patch or contextlib.nullcontext():
-                for k, correct, nll in passkey_results(model, [prompts[n][j] for j in todo]):
+                chosen = [prompts[n][j] for j in todo]
+                for k, correct, nll in passkey_results(model, chosen, form=passkey_form):
                     j = todo[k]
                     store.put(key_keys[(n, name, j)], [bool(correct), float(nll)],
                               seconds=time.perf_counter() - start, row=name)  # fmt: skip
                     start = time.perf_counter()
                     measured += 1
-                    bar.update(0.6 * cost[n])
+                    bar.update(per_key[n] * cost[n])
     bar.close()
-    return _collect(table, lengths, ids, keys, passkey_seed, prompts, store, ppl_keys, key_keys,
-                    fingerprint, measured)  # fmt: skip
+    validation = _collect(table, lengths, ids, keys, passkey_seed, prompts, store, ppl_keys,
+                          key_keys, fingerprint, measured)  # fmt: skip
+    validation.passkey_form = passkey_form
+    return validation
 
 
 def _collect(

@@ -21,6 +21,8 @@ from longrope_opt.objectives._registry import sample_length
 if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports on use
     from longrope_opt.objectives._base import Objective
     from longrope_opt.objectives._base import suggest_scaling
+    from longrope_opt.objectives._forms import PASSKEY_FORMS
+    from longrope_opt.objectives._forms import check_passkey_form
     from longrope_opt.objectives._needle import NeedlePrompt
     from longrope_opt.objectives._needle import build_needle_prompt
     from longrope_opt.objectives._needle import build_needle_skip_prompt
@@ -57,10 +59,12 @@ _LAZY = {
     "needle_prompts": "_needle",
     "sentence_starts": "_needle",
     "NeedlePerplexityObjective": "_needle_objective",
+    "PASSKEY_FORMS": "_forms",
     "PasskeyObjective": "_passkey",
     "PasskeyPrompt": "_passkey",
     "PasskeyResult": "_passkey",
     "build_passkey_prompt": "_passkey",
+    "check_passkey_form": "_forms",
     "evaluate_passkey": "_passkey",
     "passkey_prompts": "_passkey",
     "passkey_results": "_passkey",
@@ -99,10 +103,12 @@ __all__ = [
     "needle_nll",
     "needle_prompts",
     "sentence_starts",
+    "PASSKEY_FORMS",
     "PasskeyObjective",
     "PasskeyPrompt",
     "PasskeyResult",
     "build_passkey_prompt",
+    "check_passkey_form",
     "evaluate_passkey",
     "passkey_prompts",
     "passkey_results",

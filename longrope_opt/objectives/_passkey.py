@@ -26,6 +26,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.models import chunked_nll
 from longrope_opt.models import decoder_hidden
 from longrope_opt.objectives._base import Objective
+from longrope_opt.objectives._forms import check_passkey_form
 from longrope_opt.objectives._perplexity import _maybe_patch
 from longrope_opt.patching import can_share_prefix
 from longrope_opt.patching import shared_prefix
@@ -59,6 +60,7 @@ class PasskeyPrompt:
         depth: Requested relative depth in [0, 1].
         key_span: ``[start, end)`` token positions of the key line inside `ids`.
         text: The prompt as text (the decoded `ids`).
+        question_start: Where the question begins in `ids` (the filler ends there).
     """
 
     ids: torch.Tensor
@@ -67,6 +69,12 @@ class PasskeyPrompt:
     depth: float
     key_span: tuple[int, int]
     text: str
+    question_start: int = -1
+
+    def haystack(self) -> torch.Tensor:
+        """The prompt without its key line and question: instruction and filler."""
+        a, b = self.key_span
+        return torch.cat([self.ids[:a], self.ids[b : self.question_start]])
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -115,7 +123,9 @@ def build_passkey_prompt(
     start = len(ids)
     ids += key_ids
     end = len(ids)
-    ids += [t for s in filler[before:] for t in s] + tail
+    ids += [t for s in filler[before:] for t in s]
+    question = len(ids)
+    ids += tail
     return PasskeyPrompt(
         ids=torch.tensor(ids, dtype=torch.long),
         answer_ids=torch.tensor(_encode(tokenizer, " " + key), dtype=torch.long),
@@ -123,6 +133,7 @@ def build_passkey_prompt(
         depth=float(depth),
         key_span=(start, end),
         text=tokenizer.decode(ids),
+        question_start=question,
     )
 
 
@@ -160,24 +171,48 @@ def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
     return int(differ[0]) if differ.numel() else n
 
 
+#: Filler tokens before the question that the branched form runs with the key in view
+#: (`passkey_results`); without them it misses keys the single-key prompt finds.
+LEAD_IN = 512
+
 def passkey_results(
-    model: Any, prompts: Sequence[PasskeyPrompt], *, share_prefix: bool | None = None
-) -> Iterator[tuple[int, bool, float]]:
+    model: Any, prompts: Sequence[PasskeyPrompt], *, share_prefix: bool | None = None,
+    form: str = "single", lead_in: int = LEAD_IN,
+) -> Iterator[tuple[int, bool, float]]:  # fmt: skip
     """``(index, correct, answer NLL)`` for each prompt, yielded as each is measured.
 
-    Prompts of one length share their beginning (instruction and filler up to the key). On the
-    CPU that beginning runs once and each prompt only from where it departs from it
+    ``form="single"`` measures each prompt as the paper's single-key prompt, exactly. Prompts
+    of one length share their beginning (instruction and filler up to the key). On the CPU that
+    beginning runs once and each prompt only from where it departs from it
     (`longrope_opt.patching.shared_prefix`): the same numbers as one forward per prompt, at
     ≈ 0.6 of the cost for keys at uniform depths. Prompts then run deepest key first; yielding
     each result lets a caller store it at once and stop early.
+
+    ``form="branched"`` runs the haystack (instruction and filler, no key) once, then grafts
+    each prompt's key line at its depth and its question at the end onto it
+    (`longrope_opt.patching.SharedPrefix.branch`): the key sees the filler before it, the
+    question sees all the filler and its own key, and the filler after the key does not see
+    the key (the one difference from the single-key prompt; it is ≈ 20 positions early, too).
+    Any number of keys then cost one forward and a few dozen tokens each: 20 keys at 64k cost
+    one forward instead of ≈ 12. Agreement with the single form is measured in
+    `docs/results.md` (CPU only: it needs `shared_prefix`).
 
     Args:
         model: A loaded causal LM (already patched with the scaling to measure).
         prompts: Passkey prompts.
         share_prefix: Share the beginning (default: for two or more prompts where
-            `longrope_opt.patching.can_share_prefix`: the CPU with SDPA attention).
-    """
+            `longrope_opt.patching.can_share_prefix`: the CPU with SDPA attention); single form.
+        form: One of `PASSKEY_FORMS`.
+        lead_in: Branched form: filler tokens before the question run with the key in view.
 
+    Raises:
+        InvalidArgumentError: An unknown form, or the branched form where `shared_prefix`
+            cannot run.
+    """
+    check_passkey_form(form)
+    if form == "branched":
+        yield from _branched_results(model, prompts, lead_in)
+        return
     if share_prefix is None:
         share_prefix = len(prompts) > 1 and can_share_prefix(model)
     if not share_prefix:
@@ -203,6 +238,37 @@ def passkey_results(
             yield i, correct == a, float(nll)
     for i in alone:
         yield (i, *passkey_trial(model, prompts[i]))
+
+
+def _branched_results(
+    model: Any, prompts: Sequence[PasskeyPrompt], lead_in: int
+) -> Iterator[tuple[int, bool, float]]:
+    if not can_share_prefix(model):
+        raise InvalidArgumentError(
+            "`passkey_form` 'branched' needs a CPU model with SDPA attention; use 'single'."
+        )
+    groups: dict[tuple[int, ...], list[int]] = {}  # prompts with the same haystack
+    for i, prompt in enumerate(prompts):
+        if prompt.question_start < 0:
+            raise InvalidArgumentError(f"prompt {i} has no question_start (build_passkey_prompt sets it).")
+        groups.setdefault(tuple(prompt.haystack().tolist()), []).append(i)
+    with shared_prefix(model) as shared:
+        for haystack, members in groups.items():
+            shared.capture(torch.tensor(haystack, dtype=torch.long))
+            for i in members:
+                prompt = prompts[i]
+                a, b = prompt.key_span
+                q = prompt.question_start
+                lead = min(lead_in, q - b)  # filler that sees the key: the question's lead-in
+                ids = torch.cat([prompt.ids[a:b], prompt.ids[q - lead :], prompt.answer_ids])
+                end = q - (b - a)  # the haystack's length
+                # key line at its depth; lead-in and question where the single prompt has them
+                hidden = shared.branch(a, ids, wide_from=b - a, position=q - lead,
+                                       wide=(a, end - lead))  # fmt: skip
+                n, k = prompt.ids.numel() - q + lead, prompt.answer_ids.numel()
+                last = (b - a) + n - 1  # the question's last token predicts the answer
+                nll, correct = chunked_nll(model, hidden[last : last + k], prompt.answer_ids)
+                yield i, correct == k, float(nll)
 
 
 def passkey_prompts(

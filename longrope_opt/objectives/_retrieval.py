@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
@@ -59,11 +60,12 @@ class RetrievalConstraint:
         keys: Passkey prompts per candidate (>= 1).
         length: Prompt length (the study's target length).
         seed: The prompts' seed (default `RETRIEVAL_SEED`).
+        form: How the prompts are measured (`longrope_opt.objectives.passkey_results`).
     """
 
     def __init__(
         self, model: Any, tokenizer: Any, *, space: SearchSpace, keys: int, length: int,
-        seed: int = RETRIEVAL_SEED,
+        seed: int = RETRIEVAL_SEED, form: str = "single",
     ) -> None:  # fmt: skip
         for name, value, low in (("keys", keys, 1), ("length", length, 2), ("seed", seed, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -71,6 +73,7 @@ class RetrievalConstraint:
         self.model = model
         self.space = space
         self.keys, self.length, self.seed = keys, length, seed
+        self.form = check_passkey_form(form)
         self.prompts = passkey_prompts(tokenizer, length, n_trials=keys, seed=seed)
         #: Passkey forwards this process ran (tests count them).
         self.forwards = 0
@@ -87,18 +90,19 @@ class RetrievalConstraint:
     # ----- measuring ----------------------------------------------------------------------
 
     def misses(self, scaling: RopeScaling) -> list[bool]:
-        """Which of the prompts the model misses with `scaling` (one shared forward on the CPU)."""
+        """Which of the prompts the model misses with `scaling`."""
         out = [False] * self.keys
         with torch.inference_mode(), apply_rope_scaling(self.model, scaling):
-            for j, correct, _ in passkey_results(self.model, self.prompts):
+            for j, correct, _ in passkey_results(self.model, self.prompts, form=self.form):
                 out[j] = not correct
                 self.forwards += 1
         return out
 
     def _stored(self, study: optuna.Study) -> dict[str, Any]:
         stored = record.read_retrieval(study)
-        setup = {"keys": self.keys, "seed": self.seed, "length": self.length}
-        if {k: stored.get(k) for k in setup} != setup:
+        setup = {"keys": self.keys, "seed": self.seed, "length": self.length, "form": self.form}
+        # a record made before the branched form existed was made in the single form
+        if {k: stored.get(k, "single" if k == "form" else None) for k in setup} != setup:
             stored = {**setup, "misses": {}}
         return stored
 

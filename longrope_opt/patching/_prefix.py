@@ -20,6 +20,7 @@ CPU only: on other devices `shared_prefix` raises and callers run whole sequence
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,25 +47,58 @@ class _LayerState:
         self.inner = inner  # the implementation in force before (sdpa or SDPA_FP32)
         self.capture = True
         self.start = 0  # suffix forwards: how many captured positions precede the suffix
+        self.wide_from: int | None = None  # branch forwards: suffix rows from here see all
+        self.wide = slice(0, 0)  # branch forwards: the captured rows the wide rows also see
         self.key: torch.Tensor | None = None  # (B, KVH, P, D)
         self.value: torch.Tensor | None = None
+
+
+def _flash_all(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every query row against every key (no mask): ``(out (B, H, S, D), lse (B, H, S))``.
+
+    Grouped-query attention without repeating the keys: with no mask, the rows of the heads
+    that share a kv head are just more rows against it, so the query is regrouped instead
+    (a long prefix's keys would otherwise be copied ``H / KVH`` times per layer).
+    """
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    b, h, s, d = query.shape
+    kvh = key.shape[1]
+    grouped = query.reshape(b, kvh, (h // kvh) * s, d)  # heads h = g·rep + r share kv head g
+    out, lse = flash(grouped, key, value, 0.0, False, scale=scale)
+    return out.reshape(b, h, s, d), lse.reshape(b, h, s)
 
 
 def _merge(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, pre_k: torch.Tensor,
     pre_v: torch.Tensor, scale: float | None,
+    wide: tuple[int, torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:  # fmt: skip
-    """softmax over [prefix ‖ causal suffix] from two flash passes, merged by log-sum-exp."""
+    """softmax over [prefix ‖ causal suffix] from flash passes, merged by log-sum-exp.
+
+    `wide` = ``(row, more_k, more_v)``: query rows from `row` on also attend to `more_k`/`more_v`
+    (a third pass over those rows only, merged the same way).
+    """
     flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    query = query.contiguous()
     rep = query.shape[1] // key.shape[1]  # grouped-query attention: one kv head per group
-    if rep > 1:
+    if rep > 1:  # the suffix is short: repeating its keys costs nothing
         key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
-        pre_k, pre_v = pre_k.repeat_interleave(rep, 1), pre_v.repeat_interleave(rep, 1)
-    out_p, lse_p = flash(query, pre_k, pre_v, 0.0, False, scale=scale)  # (B, H, S, D), (B, H, S)
+    out_p, lse_p = _flash_all(query, pre_k, pre_v, scale)  # (B, H, S, D), (B, H, S)
     out_s, lse_s = flash(query, key, value, 0.0, True, scale=scale)
-    top = torch.maximum(lse_p, lse_s)
-    w_p, w_s = torch.exp(lse_p - top)[..., None], torch.exp(lse_s - top)[..., None]
-    out = (out_p.float() * w_p + out_s.float() * w_s) / (w_p + w_s)  # (B, H, S, D) fp32
+    parts = [(out_p.float(), lse_p), (out_s.float(), lse_s)]
+    if wide is not None:
+        row, more_k, more_v = wide
+        out_w, lse_w = _flash_all(query[:, :, row:].contiguous(), more_k, more_v, scale)
+        full = torch.zeros_like(out_s, dtype=torch.float32)
+        full[:, :, row:] = out_w.float()
+        lse = torch.full_like(lse_s, -math.inf)  # rows before `row` do not see this part
+        lse[:, :, row:] = lse_w
+        parts.append((full, lse))
+    top = torch.stack([lse for _, lse in parts]).amax(0)
+    weights = [torch.exp(lse - top)[..., None] for _, lse in parts]
+    out = sum(o * w for (o, _), w in zip(parts, weights)) / sum(weights)  # (B, H, S, D) fp32
     return out.to(query.dtype)
 
 
@@ -86,7 +120,12 @@ def _prefix_attention(
     pre_k = state.key[:, :, : state.start].to(key.dtype)
     pre_v = state.value[:, :, : state.start].to(value.dtype)
     scale = kwargs.get("scaling", getattr(module, "scaling", None))
-    out = _merge(query, key, value, pre_k, pre_v, scale)  # (B, H, S, D)
+    wide = None
+    rows, more = query.shape[2], state.wide
+    if state.wide_from is not None and state.wide_from < rows and more.stop > more.start:
+        wide = (state.wide_from, state.key[:, :, more].to(key.dtype),
+                state.value[:, :, more].to(value.dtype))  # fmt: skip
+    out = _merge(query, key, value, pre_k, pre_v, scale, wide)  # (B, H, S, D)
     return out.transpose(1, 2).contiguous().to(dtype), None  # (B, S, H, D), as transformers'
 
 
@@ -113,10 +152,12 @@ class SharedPrefix:
         self._states = states
         self.length = 0  # captured positions
 
-    def _run(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+    def _run(self, ids: torch.Tensor, start: int, positions: torch.Tensor | None = None) -> torch.Tensor:
         device = self._model.get_output_embeddings().weight.device
         ids = ids.to(device)[None]  # (1, T)
-        positions = torch.arange(start, start + ids.shape[1], device=device)[None]  # (1, T)
+        if positions is None:
+            positions = torch.arange(start, start + ids.shape[1])
+        positions = positions.to(device)[None]  # (1, T)
         # An explicit all-ones mask: position ids that do not start at 0 must not be read as
         # packed sequences (transformers' masking_utils.find_packed_sequence_indices).
         out = self._model.get_decoder()(
@@ -141,8 +182,42 @@ class SharedPrefix:
         if not 0 < start <= self.length:
             raise ValueError(f"`start` must be in [1, {self.length}], got {start}.")
         for s in self._states:
-            s.start = start
+            s.start, s.wide_from = start, None
         return self._run(ids, start)
+
+    def branch(
+        self, start: int, ids: torch.Tensor, *, wide_from: int, position: int,
+        wide: tuple[int, int] | None = None,
+    ) -> torch.Tensor:
+        """Hidden states ``(T, H)`` of a branch grafted onto the captured beginning.
+
+        Rows ``ids[:wide_from]`` sit at positions ``start …`` and see the first `start` captured
+        tokens, as `continue_from` places them; rows ``ids[wide_from:]`` sit at positions
+        ``position …`` and see every captured token. Every row sees the branch's earlier rows.
+        The captured tokens after `start` never see the branch: a passkey inserted into a
+        haystack that the haystack's later tokens do not read (`passkey_results`'s
+        ``"branched"`` form), which costs one forward for any number of keys.
+
+        Args:
+            start: Captured tokens the branch's first rows follow (1 … captured length).
+            ids: The branch's tokens, 1-D.
+            wide_from: First row that sees the whole captured beginning (0 … ``len(ids)``).
+            position: Position of row `wide_from` (>= ``start + wide_from``).
+        """
+        if not 0 < start <= self.length:
+            raise ValueError(f"`start` must be in [1, {self.length}], got {start}.")
+        if not 0 <= wide_from <= ids.numel():
+            raise ValueError(f"`wide_from` must be in [0, {ids.numel()}], got {wide_from}.")
+        if position < start + wide_from:
+            raise ValueError(f"`position` must be >= {start + wide_from}, got {position}.")
+        for s in self._states:
+            s.start, s.wide_from = start, wide_from
+            s.wide = slice(*(wide or (start, self.length)))
+        positions = torch.cat([
+            torch.arange(start, start + wide_from),
+            torch.arange(position, position + ids.numel() - wide_from),
+        ])  # fmt: skip
+        return self._run(ids, start, positions)
 
 
 def can_share_prefix(model: Any) -> bool:

@@ -12,6 +12,7 @@ continues where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from longrope_opt.data import check_source
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import check_margin
+from longrope_opt.models import resolve_device
+from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import make_plan
@@ -64,7 +67,7 @@ SEEDS = ("yarn", "yarn-cd", "ntk-cd")
 
 def extend_config(
     model: str, target_length: int, *, corpus: str = "builtin", seed: int = 0,
-    trained_length: int | None = None,
+    trained_length: int | None = None, passkey_form: str = "single",
 ) -> SearchConfig:  # fmt: skip
     """The search `extend` runs: 3 documents taking turns over the corpus's kinds, the
     population pruner, a 4-passkey retrieval constraint, the YaRN/YaRN-cd/NTK-cd seeds, n̂ = 0,
@@ -73,7 +76,15 @@ def extend_config(
         model=model, corpus=corpus, samples=3, seed=seed, target_length=target_length, n_hat=0,
         sampler="longrope", sampler_options=dict(EVOLUTION), seed_methods=SEEDS,
         pruner="population", draw="kinds", retrieval_keys=4, trained_length=trained_length,
+        passkey_form=passkey_form,
     )  # fmt: skip
+
+
+def resolve_passkey_form(form: str, device: str) -> str:
+    """``"auto"``: the branched form where it runs (the CPU), else the single one."""
+    if form != "auto":
+        return check_passkey_form(form)
+    return "branched" if resolve_device(device) == "cpu" else "single"
 
 
 @dataclass
@@ -129,6 +140,7 @@ def extend(
     progress: bool = True,
     graceful_interrupt: bool = False,
     on_plan: Callable[[Plan, bool], None] | None = None,
+    passkey_form: str = "auto",
 ) -> ExtendResult:
     """Extend `model` to `target_length` tokens and write a model you can ship to `out`.
 
@@ -163,6 +175,10 @@ def extend(
         graceful_interrupt: The first Ctrl-C finishes the running trial, then stops.
         on_plan: Called with the plan (and whether it was read from the study) before any
             stage runs (the CLI prints it).
+        passkey_form: How the retrieval constraint, the guard and the validation measure
+            passkeys (`longrope_opt.objectives.passkey_results`): ``"auto"`` is ``"branched"``
+            on a CPU (one forward a row for all its keys), ``"single"`` elsewhere. A study
+            keeps the form it was made with.
 
     Returns:
         An `ExtendResult`.
@@ -185,6 +201,9 @@ def extend(
     config = extend_config(model, target_length, corpus=corpus, seed=seed,
                            trained_length=trained_length)  # fmt: skip
     name = study_name or f"extend-{config.default_study_name()}"
+    if passkey_form == "auto":  # a study keeps its form: resumed on another device too
+        passkey_form = _stored_passkey_form(storage, name) or passkey_form
+    config = dataclasses.replace(config, passkey_form=resolve_passkey_form(passkey_form, device))
     context = {"held_out": held_out, "seed": seed, "margin": margin}
     done = _already_shipped(storage, name, out, context)
     if done is not None:
@@ -196,6 +215,7 @@ def extend(
     plan = Plan.from_dict(stored) if stored else make_plan(
         time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
         samples=config.samples, retrieval_keys=config.retrieval_keys,
+        passkey_form=config.passkey_form or "single",
     )  # fmt: skip
     held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
     if not stored:
@@ -231,6 +251,16 @@ def extend(
         load=f"AutoModelForCausalLM.from_pretrained({model_dir!r})", summary=outcome.summary,
         seconds=seconds,
     )  # fmt: skip
+
+
+def _stored_passkey_form(storage: Any, name: str) -> str | None:
+    """The passkey form of study `name`'s search (None: no such study, or no search stored)."""
+    try:
+        study = optuna.load_study(study_name=name, storage=make_storage(resolve_storage_url(storage)))
+    except KeyError:
+        return None
+    stored = record.read_config(study)
+    return None if stored is None else str(stored[0].get("passkey_form", "single"))
 
 
 def _already_shipped(

@@ -1,7 +1,8 @@
 """What `extend` will do, sized to a budget from one timed forward at the target length.
 
 Every stage's cost is counted in forwards at the target length (a passkey prompt sharing its
-beginning with the others costs about 0.6 of one, `longrope_opt.objectives.passkey_results`);
+beginning with the others costs about 0.6 of one; in the branched form a row's keys cost one
+forward together, `longrope_opt.objectives.passkey_results`);
 one timed forward turns forwards into seconds on this machine. A wall-time budget is shared
 out: about 55 % to the search, 10 % to the retrieval guard, 35 % to the validation, each stage
 taking the largest setting of its ladder that fits (the guard at least 4 passkeys once the
@@ -22,6 +23,9 @@ from longrope_opt.errors import InvalidArgumentError
 
 #: A passkey prompt's cost in forwards when the prompts share their beginning.
 PASSKEY_COST = 0.6
+#: A branched key's cost in forwards beyond its row's one forward over the haystack (its key
+#: line, lead-in and question against the whole haystack: bench/results/passkey-forms.txt).
+BRANCH_COST = 0.02
 #: Expected documents read by a candidate that does not enter the population (the population
 #: pruner stops most after the first document). bench/results/fitness-cost.txt counts the 16k
 #: search of 12 trials: 1.0 (5 of 5 pruned after one document).
@@ -63,6 +67,7 @@ class Plan:
         validation_keys: Passkeys of the validation (0: perplexity only).
         classic: Classic rows the validation measures.
         budget: The wall-time budget it was sized to (None: sized by `trials`).
+        passkey_form: How passkeys are measured (a plan stored before the forms: single).
     """
 
     seconds_per_forward: float
@@ -75,14 +80,17 @@ class Plan:
     validation_keys: int
     classic: tuple[str, ...]
     budget: float | None = None
+    passkey_form: str = "single"
 
     def forwards(self) -> dict[str, float]:
         """Expected forwards per stage (`search`, `guard`, `validate`)."""
+        form = self.passkey_form
         return {
-            "search": search_forwards(self.trials, self.seeds, self.samples, self.retrieval_keys),
-            "guard": guard_forwards(self.guard_keys),
+            "search": search_forwards(self.trials, self.seeds, self.samples, self.retrieval_keys,
+                                      form),  # fmt: skip
+            "guard": guard_forwards(self.guard_keys, form),
             "validate": validation_forwards(
-                self.held_out_docs, self.validation_keys, len(self.classic)
+                self.held_out_docs, self.validation_keys, len(self.classic), form=form
             ),
         }
 
@@ -123,7 +131,8 @@ class Plan:
             f"plan: one {length}-token forward takes {self.seconds_per_forward:.1f} s here"
             + (f"; budget {format_seconds(self.budget)}" if self.budget else ""),
             f"  search    {search} on {self.samples} documents, "
-            f"retrieval constraint {self.retrieval_keys} passkeys   ~{fw['search']:.0f} forwards",
+            f"retrieval constraint {self.retrieval_keys} passkeys   ~{fw['search']:.0f} forwards"
+            + (f"\n  passkeys  {self.passkey_form} form" if self.passkey_form != "single" else ""),
             f"  guard     {guard}   ~{fw['guard']:.0f} forwards",
             f"  validate  {val}   ~{fw['validate']:.0f} forwards",
             "  export    model directory, factors, tables, report",
@@ -132,27 +141,36 @@ class Plan:
         ])  # fmt: skip
 
 
-def search_forwards(trials: int, seeds: int, samples: int, keys: int) -> float:
+def passkey_forwards(keys: int, form: str = "single") -> float:
+    """Forwards one row's `keys` passkeys cost in `form` (`PASSKEY_COST`, `BRANCH_COST`)."""
+    if not keys:
+        return 0.0
+    return keys * PASSKEY_COST if form == "single" else 1.0 + keys * BRANCH_COST
+
+
+def search_forwards(trials: int, seeds: int, samples: int, keys: int, form: str = "single") -> float:
     """Expected forwards of a search: seeds read every document, candidates mostly stop early
     (`PRUNED_DOCS`), the entering ones read all and pay the constraint's passkeys."""
     candidates = max(trials - seeds, 0)
     fitness = min(seeds, trials) * samples + candidates * (
         ENTERING * samples + (1 - ENTERING) * min(PRUNED_DOCS, samples)
     )
-    retrieval = (ENTERING * candidates + 1) * keys * PASSKEY_COST if keys and candidates else 0.0
+    retrieval = (ENTERING * candidates + 1) * passkey_forwards(keys, form) if candidates else 0.0
     return fitness + retrieval
 
 
-def guard_forwards(keys: int) -> float:
+def guard_forwards(keys: int, form: str = "single") -> float:
     """The guard measures the best seed and, typically, the best candidate (which the retrieval
     constraint has already kept to what the seed retrieves)."""
-    return 2 * keys * PASSKEY_COST
+    return 2 * passkey_forwards(keys, form)
 
 
-def validation_forwards(docs: int, keys: int, classic: int, candidates: int = 2) -> float:
+def validation_forwards(
+    docs: int, keys: int, classic: int, candidates: int = 2, form: str = "single"
+) -> float:
     """Every row on every held-out document, and every row's passkeys."""
     rows = classic + candidates
-    return rows * docs + rows * keys * PASSKEY_COST
+    return rows * docs + rows * passkey_forwards(keys, form)
 
 
 def make_plan(
@@ -163,8 +181,11 @@ def make_plan(
     seeds: int,
     samples: int,
     retrieval_keys: int,
+    passkey_form: str = "single",
 ) -> Plan:
     """Size every stage to `budget` seconds, or run `trials` trials with the default settings.
+
+    `passkey_form` is how the stages measure passkeys (what they cost).
 
     Raises:
         InvalidArgumentError: Neither or both of `budget` and `trials`, or a budget too small
@@ -175,7 +196,8 @@ def make_plan(
     if not (math.isfinite(seconds_per_forward) and seconds_per_forward > 0):
         raise InvalidArgumentError(f"`seconds_per_forward` must be > 0, got {seconds_per_forward}.")
     common: dict[str, Any] = {"seconds_per_forward": seconds_per_forward, "seeds": seeds,
-                              "samples": samples, "retrieval_keys": retrieval_keys}  # fmt: skip
+                              "samples": samples, "retrieval_keys": retrieval_keys,
+                              "passkey_form": passkey_form}  # fmt: skip
     if trials is not None:
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise InvalidArgumentError(f"`trials` must be an integer >= 1, got {trials!r}.")
@@ -192,15 +214,17 @@ def make_plan(
             f"(at least {format_seconds(one_trial * seconds_per_forward)})."
         )
     docs, keys, classic = _largest(
-        VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2])),
+        VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2]), form=passkey_form),
         available * SHARES["validate"],
     )  # fmt: skip
-    guard = _largest(GUARD_LADDER, guard_forwards, available * SHARES["guard"])
+    guard = _largest(GUARD_LADDER, lambda k: guard_forwards(k, passkey_form),
+                     available * SHARES["guard"])  # fmt: skip
     if available >= GUARDED:  # a plan that can afford a candidate ships a guarded one
         guard = max(guard, GUARD_LADDER[1])
-    left = available - validation_forwards(docs, keys, len(classic)) - guard_forwards(guard)
+    left = (available - validation_forwards(docs, keys, len(classic), form=passkey_form)
+            - guard_forwards(guard, passkey_form))  # fmt: skip
     n = 1
-    while search_forwards(n + 1, seeds, samples, retrieval_keys) <= left:
+    while search_forwards(n + 1, seeds, samples, retrieval_keys, passkey_form) <= left:
         n += 1
     return Plan(trials=n, guard_keys=guard, held_out_docs=docs, validation_keys=keys,
                 classic=classic, budget=budget, **common)  # fmt: skip

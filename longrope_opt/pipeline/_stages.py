@@ -106,7 +106,8 @@ class Validate:
         validation = validate(model, search.tokenizer, study_rows(search.study), docs,
                               lengths=[length], store=store, keys=self.keys,
                               doc_ids=docs.doc_ids, classic=self.classic,
-                              progress=search.progress)  # fmt: skip
+                              progress=search.progress,
+                              passkey_form=search.config.passkey_form or "single")  # fmt: skip
         summary = summarize(validation, margin=self.margin)
         self.outcome.summary, self.outcome.table = summary, format_summary(summary)
         self.outcome.reference = summary.reference[length]

@@ -29,6 +29,7 @@ from longrope_opt.files import write_text_atomic
 from longrope_opt.models import load_model
 from longrope_opt.models import load_tokenizer
 from longrope_opt.models import read_config
+from longrope_opt.objectives import check_passkey_form
 from longrope_opt.patching import check_supported
 from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
@@ -79,6 +80,7 @@ def validate_candidates(
     margin: float = DEFAULT_MARGIN,
     trained_length: int | None = None,
     progress: bool = True,
+    passkey_form: str = "single",
 ) -> ValidationResult:
     """Judge studies' winners and factor files against the classic rows on held-out text.
 
@@ -106,6 +108,7 @@ def validate_candidates(
         trained_length: The checkpoint's trained length when its config says otherwise
             (default: what the studies' searches were told, else the config's).
         progress: A progress bar with an ETA.
+        passkey_form: How passkeys are measured (`longrope_opt.evaluation.validate`).
 
     Raises:
         InvalidArgumentError: Bad counts, names or lengths; nothing to measure; all before the
@@ -116,6 +119,7 @@ def validate_candidates(
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidArgumentError(f"`{name}` must be an integer >= {low}, got {value!r}.")
     check_margin(margin)
+    check_passkey_form(passkey_form)
     unknown = [c for c in classic if c not in CLASSIC]
     if unknown:
         raise InvalidArgumentError(
@@ -158,7 +162,7 @@ def validate_candidates(
                             reuse_other_paths=not remeasure_other_paths)  # fmt: skip
     validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
                           keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
-                          progress=progress)  # fmt: skip
+                          progress=progress, passkey_form=passkey_form)  # fmt: skip
     summary = summarize(validation, margin=margin)
     table = format_summary(summary)
     files: list[str] = []

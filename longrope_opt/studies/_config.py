@@ -18,6 +18,7 @@ from typing import Any
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives import OBJECTIVES
+from longrope_opt.objectives import check_passkey_form
 from longrope_opt.rope import ATTENTION_RULES
 from longrope_opt.rope import RopeSpec
 from longrope_opt.samplers import EVOLUTION_SAMPLERS
@@ -90,6 +91,9 @@ class SearchConfig:
         retrieval_keys: Passkey prompts of the retrieval constraint at the target length (0:
             none): a candidate that would enter the population must retrieve as many as the
             study's best seed (`longrope_opt.studies.RetrievalConstraint`).
+        passkey_form: How the constraint's and the guard's passkeys are measured:
+            ``"single"`` or ``"branched"`` (`longrope_opt.objectives.passkey_results`). None:
+            the stored study's, else ``"single"``.
         trained_length: The length the checkpoint was trained or fine-tuned to when its config
             says otherwise (None: the config's; `longrope_opt.models.load_model`).
         seed_methods: The full space's seeds by name (`longrope_opt.space.SEED_NAMES`). None until
@@ -122,6 +126,7 @@ class SearchConfig:
     seed_all: bool = False
     draw: str | None = None
     retrieval_keys: int = 0
+    passkey_form: str | None = None
     seed_methods: tuple[str, ...] | None = None
     trained_length: int | None = None
     version: int = CONFIG_VERSION
@@ -189,6 +194,8 @@ class SearchConfig:
         if self.draw is not None and self.draw not in DRAWS:
             raise InvalidArgumentError(f"`draw` must be one of {list(DRAWS)}, got {self.draw!r}.")
         _int("retrieval_keys", self.retrieval_keys, 0)
+        if self.passkey_form is not None:
+            check_passkey_form(self.passkey_form)
         for name, on in (("pruner 'population'", self.pruner == "population"),
                          ("`retrieval_keys`", self.retrieval_keys > 0)):  # fmt: skip
             if on and self.sampler not in POPULATION_SAMPLERS:
@@ -327,10 +334,14 @@ class SearchConfig:
         return config, space, difference
 
     def with_stored(self, stored: SearchConfig | None) -> SearchConfig:
-        """This search with the fields left open (None: `seed_methods`, `draw`, `pruner`)
-        resolved: the stored study's, else the default of a new study. A study keeps what it
-        was created with, so a newer release's defaults never change a search mid-way."""
+        """This search with the fields left open (None: `seed_methods`, `draw`, `pruner`,
+        `passkey_form`) resolved: the stored study's, else the default of a new study. A study
+        keeps what it was created with, so a newer release's defaults never change a search
+        mid-way."""
         out = self
+        if out.passkey_form is None:
+            form = stored.passkey_form if stored is not None else None
+            out = dataclasses.replace(out, passkey_form=form or "single")
         if out.draw is None:
             out = dataclasses.replace(out, draw=stored.draw if stored is not None else "kinds")
         if out.pruner is None:

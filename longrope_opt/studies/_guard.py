@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
@@ -73,6 +74,7 @@ def guard_study(
     seed: int = GUARD_SEED,
     progress: bool = False,
     retrieves: Callable[[RopeScaling, list[Any]], Iterator[tuple[int, bool]]] | None = None,
+    form: str = "single",
 ) -> GuardResult:
     """Choose and store the guarded winner of `study` (see the module docstring).
 
@@ -89,6 +91,7 @@ def guard_study(
             time: how retrieval is checked. Default: the model's greedy answer to each
             passkey prompt (`longrope_opt.objectives.passkey_results`); another check (a
             needle task of your own, say) plugs in here.
+        form: How the default check measures the prompts (`passkey_results`).
 
     Returns:
         A `GuardResult`; the decision is stored in the study record.
@@ -99,6 +102,7 @@ def guard_study(
     return guard_trials(
         study, lambda t: space_of_study(study, t).to_scaling(t.params), model, tokenizer,
         keys=keys, length=length, top=top, seed=seed, progress=progress, retrieves=retrieves,
+        form=form,
     )  # fmt: skip
 
 
@@ -114,6 +118,7 @@ def guard_trials(
     seed: int = GUARD_SEED,
     progress: bool = False,
     retrieves: Callable[[RopeScaling, list[Any]], Iterator[tuple[int, bool]]] | None = None,
+    form: str = "single",
 ) -> GuardResult:
     """`guard_study` with the trials' converter given: a pipeline that settled the search space
     passes it, instead of every candidate rebuilding it from the study record."""
@@ -125,17 +130,18 @@ def guard_trials(
     length = int(length or record.target_length(study) or 0)
     if length < 2:
         raise InvalidArgumentError(f"`length` must be given: study {study.study_name!r} records none.")
+    check_passkey_form(form)
     stored = record.read_guard(study)
-    if {k: stored.get(k) for k in ("keys", "seed", "length")} != {
-        "keys": keys, "seed": seed, "length": length,
-    }:  # fmt: skip
-        stored = {"keys": keys, "seed": seed, "length": length, "results": {}}
+    setup = {"keys": keys, "seed": seed, "length": length, "form": form}
+    # a record made before the branched form existed was made in the single form
+    if {k: stored.get(k, "single" if k == "form" else None) for k in setup} != setup:
+        stored = {**setup, "results": {}}
     results: dict[str, dict[str, bool]] = {k: dict(v) for k, v in stored["results"].items()}
     prompts = passkey_prompts(tokenizer, length, n_trials=keys, seed=seed)
 
     def greedy(scaling: RopeScaling, chosen: list[Any]) -> Iterator[tuple[int, bool]]:
         with torch.inference_mode(), apply_rope_scaling(model, scaling):
-            for j, correct, _ in passkey_results(model, chosen):
+            for j, correct, _ in passkey_results(model, chosen, form=form):
                 yield j, correct
 
     check = retrieves or greedy

@@ -135,7 +135,7 @@ def prepare(
     objective, constraint = measure, None
     if config.retrieval_keys:
         constraint = RetrievalConstraint(model, tokenizer, space=space, keys=config.retrieval_keys,
-                                         length=config.target_length)  # fmt: skip
+                                         length=config.target_length, form=config.passkey_form or "single")  # fmt: skip
         objective = constraint.wrap(measure)
     sampler = make_sampler(config.sampler, space=space, seed=config.effective_sampler_seed,
                            budget=budget or 1000, options=config.sampler_options,

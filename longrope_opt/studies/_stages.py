@@ -173,7 +173,7 @@ class Guard:
         if self.keys and _complete(search.study):
             guard_trials(search.study, search.scaling_of, search.model, search.tokenizer,
                          keys=self.keys, length=search.config.target_length, top=self.top,
-                         progress=search.progress)  # fmt: skip
+                         progress=search.progress, form=search.config.passkey_form or "single")  # fmt: skip
 
 
 def search_stages(

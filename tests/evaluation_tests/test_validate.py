@@ -187,3 +187,29 @@ def test_records_of_another_measuring_version_or_imported_are_measured_again(
     assert again.ppl == first.ppl and again.passkey == first.passkey
     stored = optuna.load_study(study_name=STORE_STUDY, storage=url).user_attrs
     assert all(stored[k]["float32"]["version"] == MEASUREMENT_VERSION for k in keys[:2])
+
+
+def test_the_branched_form_is_stored_apart_and_named_in_the_table(searched) -> None:
+    from longrope_opt.evaluation import format_summary
+    from longrope_opt.patching import set_attention
+
+    study = optuna.load_study(study_name="tiny", storage=searched["storage"])
+    model, tok = load_model(searched["model"], dtype="float32")
+    set_attention(model, "sdpa")  # the branched form needs SDPA on the CPU
+    calls = _count_forwards(model)
+    docs = load_samples(searched["corpus"], tok, 256, 2, exclude=study_documents(study))
+    store = MeasurementStore(searched["storage"], path="float32")
+    kw = dict(lengths=[256], store=store, keys=4, classic=["yarn"], progress=False)
+    single = validate(model, tok, [], docs, **kw)
+    calls[0] = 0
+    branched = validate(model, tok, [], docs, passkey_form="branched", **kw)
+    # perplexity came from the store; the keys were measured again, one haystack forward and
+    # a branch per distinct prompt (the tiny tokenizer makes some alike): a form's own outcomes
+    prompts = passkey_prompts(tok, 256, n_trials=4)
+    distinct = len({tokens_hash(p.ids) for p in prompts})
+    haystacks = len({tokens_hash(p.haystack()) for p in prompts})
+    assert branched.measured == distinct and calls[0] == haystacks + distinct
+    assert single.passkey_form == "single" and branched.passkey_form == "branched"
+    assert "(seed 0, branched form)" in format_summary(summarize(branched))
+    again = validate(model, tok, [], docs, passkey_form="branched", **kw)
+    assert again.measured == 0 and again.passkey == branched.passkey

@@ -208,3 +208,73 @@ def test_shared_prefix_runs_deepest_key_first_and_refuses_other_devices() -> Non
     with pytest.raises(ValueError, match="SDPA"), shared_prefix(model):
         pass
     assert model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_branch_is_one_forward_with_its_mask(family: str) -> None:
+    # `SharedPrefix.branch` equals one forward over [haystack ‖ key ‖ lead-in ‖ question] in
+    # which the haystack does not see the branch, the key sees the haystack before its depth,
+    # and the rest sees the haystack but the lead-in's own captured copy (eager attention).
+    from longrope_opt.patching import set_attention
+    from longrope_opt.patching import shared_prefix
+
+    model = build_tiny_model(family, vocab_size=64)
+    torch.manual_seed(0)
+    hay = torch.randint(3, 64, (90,))
+    key, lead, question = torch.randint(3, 64, (6,)), hay[80:], torch.randint(3, 64, (5,))
+    a, L, w = 30, 90, 10
+    ids = torch.cat([hay, key, lead, question])
+    n = ids.numel()
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    mask[:L, :L] = torch.ones(L, L, dtype=torch.bool).tril()
+    mask[L:, L:] = torch.ones(n - L, n - L, dtype=torch.bool).tril()  # the branch, causally
+    mask[L : L + 6, :a] = True  # the key: the haystack before its depth
+    mask[L + 6 :, : L - w] = True  # lead-in and question: the haystack but the lead-in's copy
+    positions = torch.cat([torch.arange(L), torch.arange(a, a + 6),
+                           torch.arange(L + 6 - w, L + 6 - w + w + 5)])  # fmt: skip
+    set_attention(model, "eager")
+    with torch.inference_mode():
+        mask4 = torch.zeros(1, 1, n, n).masked_fill(~mask, float("-inf"))
+        reference = model.get_decoder()(input_ids=ids[None], position_ids=positions[None],
+                                        attention_mask=mask4).last_hidden_state[0, L:]  # fmt: skip
+        set_attention(model, "sdpa")
+        with shared_prefix(model) as shared:
+            shared.capture(hay)
+            branch = shared.branch(a, torch.cat([key, lead, question]), wide_from=6,
+                                   position=L + 6 - w, wide=(a, L - w))  # fmt: skip
+    torch.testing.assert_close(branch, reference, atol=2e-5, rtol=0)
+
+
+def test_the_branched_form_with_a_whole_lead_in_is_the_single_key_prompt() -> None:
+    # A lead-in that spans all the filler after the key leaves nothing unseen: the branched
+    # form is then exactly the single-key prompt (the haystack's copy after the key is unused).
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+    from longrope_opt.patching import set_attention
+
+    model = build_tiny_model("llama", vocab_size=64)
+    set_attention(model, "sdpa")
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=6, seed=3)
+    with torch.inference_mode():
+        single = {i: r for i, *r in passkey_results(model, prompts, form="single")}
+        whole = {i: r for i, *r in passkey_results(model, prompts, form="branched", lead_in=10**6)}
+        short = {i: r for i, *r in passkey_results(model, prompts, form="branched", lead_in=2)}
+    assert sorted(whole) == sorted(short) == list(range(6))
+    for i in single:
+        assert whole[i][0] == single[i][0]
+        assert whole[i][1] == pytest.approx(single[i][1], rel=1e-4, abs=1e-4)
+    # a short lead-in leaves the filler between key and lead-in blind to the key: another number
+    far = [i for i, p in enumerate(prompts) if p.question_start - p.key_span[1] > 2]
+    assert any(short[i][1] != pytest.approx(single[i][1], rel=1e-4) for i in far)
+
+
+def test_the_branched_form_is_refused_where_it_cannot_run_and_an_unknown_form_always() -> None:
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+
+    model = build_tiny_model("llama", vocab_size=64)  # eager attention
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=2, seed=3)
+    with pytest.raises(InvalidArgumentError, match="'branched' needs a CPU model with SDPA"):
+        list(passkey_results(model, prompts, form="branched"))
+    with pytest.raises(InvalidArgumentError, match=r"`passkey_form` must be one of \['single', 'branched'\], got 'multi'"):  # noqa: E501
+        list(passkey_results(model, prompts, form="multi"))

@@ -71,3 +71,17 @@ def test_seconds_read_well() -> None:
     assert format_seconds(40) == "40 s"
     assert format_seconds(20 * 60) == "20 min"
     assert format_seconds(65 * 60) == "1 h 05 min"
+
+
+def test_the_branched_form_buys_more_of_the_same_budget_and_is_stored_with_the_plan() -> None:
+    single = make_plan(300.0, budget=6 * 3600, **COMMON)
+    branched = make_plan(300.0, budget=6 * 3600, passkey_form="branched", **COMMON)
+    assert branched.seconds <= 6 * 3600 * 1.02
+    # a row's keys cost one forward together: more trials or more validation for the budget
+    assert (branched.trials, branched.validation_keys, branched.held_out_docs) > (
+        single.trials, single.validation_keys, single.held_out_docs)  # fmt: skip
+    assert branched.forwards()["guard"] < single.forwards()["guard"] or not single.guard_keys
+    assert Plan.from_dict(branched.to_dict()) == branched
+    old = {k: v for k, v in single.to_dict().items() if k != "passkey_form"}
+    assert Plan.from_dict(old).passkey_form == "single"  # a plan stored before the forms
+    assert "branched form" in branched.describe(32768)

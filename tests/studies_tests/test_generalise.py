@@ -138,3 +138,18 @@ def test_validate_prints_the_in_sample_ratio_beside_the_held_out_one(setup, caps
     assert "(best of the rows measured: yarn, yarn-cd)" in out
     verdict = next(line for line in out.splitlines() if line.startswith("verdict "))
     assert "perplexity only" in verdict and "dominates" not in verdict
+
+
+def test_a_study_keeps_its_passkey_form_and_the_constraint_measures_in_it(setup) -> None:
+    # the tiny model runs the CPU's SDPA path (float32), where the branched form runs
+    study = _search(setup, "retrieval-branched", 8, retrieval_keys=2, passkey_form="branched")
+    config = SearchConfig.from_study(study)
+    assert config.passkey_form == "branched"
+    assert record.read_retrieval(study)["form"] == "branched"
+    # resumed without saying: the stored form; a new study without saying: the single form
+    resumed = _search(setup, "retrieval-branched", 9, retrieval_keys=2)
+    assert SearchConfig.from_study(resumed).passkey_form == "branched"
+    fresh = _search(setup, "retrieval-default", 6, retrieval_keys=2)
+    assert SearchConfig.from_study(fresh).passkey_form == "single"
+    with pytest.raises(Exception, match="passkey_form"):
+        SearchConfig(passkey_form="multi")
