@@ -271,15 +271,15 @@ def add_margin_flag(group: Any) -> None:
     )  # fmt: skip
 
 
-def add_passkey_form_flag(group: Any, *, default: str) -> None:
+def add_passkey_form_flag(group: Any, *, default: str, auto: bool = False) -> None:
     """``--passkey-form``: how passkey prompts are measured (`passkey_results`)."""
-    choices = ("auto", "single", "branched") if default == "auto" else ("single", "branched")
+    choices = ("auto", "single", "branched") if auto else ("single", "branched")
     group.add_argument(
         "--passkey-form", choices=choices, default=default,
         help="'single': the paper's one-key prompt, about 0.6 of a forward per key on a CPU; "
         "'branched': the haystack once, each key and question grafted onto it, one forward "
         "for all a row's keys (CPU only; agreement with 'single' in docs/results.md)"
-        + ("; 'auto': branched on a CPU, single elsewhere" if default == "auto" else "")
+        + ("; 'auto': branched on a CPU, single elsewhere" if auto else "")
         + f" (default {default})",
     )  # fmt: skip
 

@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> None:
     text.add_argument("--seed", type=int, default=0, help="chooses the documents (default 0)")
     add_margin_flag(text)
     add_trained_length_flag(text)
-    add_passkey_form_flag(text, default="auto")
+    add_passkey_form_flag(text, default="single", auto=True)
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip

@@ -140,7 +140,7 @@ def extend(
     progress: bool = True,
     graceful_interrupt: bool = False,
     on_plan: Callable[[Plan, bool], None] | None = None,
-    passkey_form: str = "auto",
+    passkey_form: str = "single",
 ) -> ExtendResult:
     """Extend `model` to `target_length` tokens and write a model you can ship to `out`.
 
@@ -176,9 +176,10 @@ def extend(
         on_plan: Called with the plan (and whether it was read from the study) before any
             stage runs (the CLI prints it).
         passkey_form: How the retrieval constraint, the guard and the validation measure
-            passkeys (`longrope_opt.objectives.passkey_results`): ``"auto"`` is ``"branched"``
-            on a CPU (one forward a row for all its keys), ``"single"`` elsewhere. A study
-            keeps the form it was made with.
+            passkeys (`longrope_opt.objectives.passkey_results`): ``"single"`` (the paper's
+            prompt), ``"branched"`` (one forward a row for all its keys; CPU only) or
+            ``"auto"`` (branched on a CPU, single elsewhere). A study keeps the form it was
+            made with: on a resume, ``"auto"`` takes the stored one.
 
     Returns:
         An `ExtendResult`.
@@ -205,6 +206,8 @@ def extend(
         passkey_form = _stored_passkey_form(storage, name) or passkey_form
     config = dataclasses.replace(config, passkey_form=resolve_passkey_form(passkey_form, device))
     context = {"held_out": held_out, "seed": seed, "margin": margin}
+    if config.passkey_form != "single":  # (a study shipped before the forms: single)
+        context["passkey_form"] = config.passkey_form
     done = _already_shipped(storage, name, out, context)
     if done is not None:
         logger.debug("nothing left to measure: %s", done.headline)

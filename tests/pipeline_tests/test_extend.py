@@ -271,3 +271,21 @@ def test_headless_chromium_finds_the_verdict_the_table_and_both_figures(tiny, tm
         part = dom.split(f'id="{figure}"')[1][:200_000]
         assert "main-svg" in part, f"{figure} did not render (plotly draws its svg on load)"
     assert "seed yarn-cd" in dom  # the λ figure's legend: the study's own seeds
+
+
+def test_auto_measures_passkeys_in_the_branched_form_on_a_cpu_and_a_resume_keeps_it(
+    tiny, capsys
+) -> None:
+    from longrope_opt.studies import SearchConfig
+
+    assert main(_args(tiny, "branched", "--trials", "6", "--passkey-form", "auto")) == 0
+    study = _study(tiny, "branched")
+    assert SearchConfig.from_study(study).passkey_form == "branched"
+    assert record.read_guard(study)["form"] == "branched"
+    table = (tiny["root"] / "branched" / "validation.txt").read_text()
+    assert "branched form" in table
+    capsys.readouterr()
+    # the same command resumes the stored study; `single` asked of it is a different search
+    assert main(_args(tiny, "branched", "--trials", "6", "--passkey-form", "auto")) == 0
+    assert "nothing left to measure" in capsys.readouterr().out
+    assert main(_args(tiny, "branched", "--trials", "6", "--passkey-form", "single")) == 2
