@@ -17,6 +17,7 @@ Resumable: a rerun measures only what the store lacks.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from longrope_opt.evaluation import model_fingerprint
 from longrope_opt.evaluation import tokens_hash
 from longrope_opt.evaluation import wilson
 from longrope_opt.models import load_model
+from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
@@ -49,6 +51,8 @@ def main() -> None:
     parser.add_argument("--store", default="sqlite:///experiments/results/measurements.db")
     parser.add_argument("--out", default=None, help="append the summary lines to this JSON list")
     args = parser.parse_args()
+    # the lead-in measured: the one asked for, else the library's default
+    lead_in = args.lead_in or inspect.signature(passkey_results).parameters["lead_in"].default
     model, tokenizer = load_model("smollm2-135m")
     path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", "unknown")
     store = MeasurementStore(args.store, path=path)
@@ -62,7 +66,7 @@ def main() -> None:
         for name in wanted:
             scaling = None if name == "none" else rows[name].scaling
             got = {}
-            branched = "passkey-branched" + (f"-{args.lead_in}" if args.lead_in is not None else "")
+            branched = passkey_kind("branched", lead_in)
             for form, kind in (("single", "passkey"), ("branched", branched)):
                 keys = [measurement_key(kind, fingerprint, tokens_hash(p.ids), n, scaling)
                         for p in prompts]
@@ -94,7 +98,7 @@ def main() -> None:
             agree = sum(x == y for x, y in zip(s["correct"], b["correct"]))
             both = [(x, y) for x, y in zip(s["nll"], b["nll"]) if x is not None and y is not None]
             line = {
-                "length": n, "row": name, "keys": args.keys, "lead_in": args.lead_in,
+                "length": n, "row": name, "keys": args.keys, "lead_in": lead_in,
                 "single": sum(s["correct"]), "branched": sum(b["correct"]),
                 "single_wilson": wilson(sum(s["correct"]), args.keys),
                 "branched_wilson": wilson(sum(b["correct"]), args.keys),
@@ -120,7 +124,7 @@ def main() -> None:
     if args.out and lines:
         out = Path(args.out)
         old = json.loads(out.read_text()) if out.exists() else []
-        done = {(x["length"], x["row"], x["lead_in"]) for x in lines}
+        done = {(x["length"], x["row"], x["lead_in"]) for x in lines}  # one line per setting
         old = [x for x in old if (x["length"], x["row"], x.get("lead_in")) not in done]
         out.write_text(json.dumps(old + lines, indent=1) + "\n")
 

@@ -30,6 +30,7 @@ from longrope_opt.evaluation._store import model_fingerprint
 from longrope_opt.evaluation._store import tokens_hash
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
+from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
@@ -162,7 +163,7 @@ def validate(
         )
     check_names(candidates)
     check_passkey_form(passkey_form)
-    kind = "passkey" if passkey_form == "single" else f"passkey-{passkey_form}"
+    kind = passkey_kind(passkey_form)
     wanted = list(CLASSIC) if classic is True else [] if classic is False else list(classic)
     unknown = [c for c in wanted if c not in CLASSIC]
     if unknown:

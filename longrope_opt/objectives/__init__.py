@@ -21,8 +21,10 @@ from longrope_opt.objectives._registry import sample_length
 if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports on use
     from longrope_opt.objectives._base import Objective
     from longrope_opt.objectives._base import suggest_scaling
+    from longrope_opt.objectives._forms import LEAD_IN
     from longrope_opt.objectives._forms import PASSKEY_FORMS
     from longrope_opt.objectives._forms import check_passkey_form
+    from longrope_opt.objectives._forms import passkey_kind
     from longrope_opt.objectives._needle import NeedlePrompt
     from longrope_opt.objectives._needle import build_needle_prompt
     from longrope_opt.objectives._needle import build_needle_skip_prompt
@@ -59,12 +61,14 @@ _LAZY = {
     "needle_prompts": "_needle",
     "sentence_starts": "_needle",
     "NeedlePerplexityObjective": "_needle_objective",
+    "LEAD_IN": "_forms",
     "PASSKEY_FORMS": "_forms",
     "PasskeyObjective": "_passkey",
     "PasskeyPrompt": "_passkey",
     "PasskeyResult": "_passkey",
     "build_passkey_prompt": "_passkey",
     "check_passkey_form": "_forms",
+    "passkey_kind": "_forms",
     "evaluate_passkey": "_passkey",
     "passkey_prompts": "_passkey",
     "passkey_results": "_passkey",
@@ -103,12 +107,14 @@ __all__ = [
     "needle_nll",
     "needle_prompts",
     "sentence_starts",
+    "LEAD_IN",
     "PASSKEY_FORMS",
     "PasskeyObjective",
     "PasskeyPrompt",
     "PasskeyResult",
     "build_passkey_prompt",
     "check_passkey_form",
+    "passkey_kind",
     "evaluate_passkey",
     "passkey_prompts",
     "passkey_results",

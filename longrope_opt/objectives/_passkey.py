@@ -26,6 +26,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.models import chunked_nll
 from longrope_opt.models import decoder_hidden
 from longrope_opt.objectives._base import Objective
+from longrope_opt.objectives._forms import LEAD_IN
 from longrope_opt.objectives._forms import check_passkey_form
 from longrope_opt.objectives._perplexity import _maybe_patch
 from longrope_opt.patching import can_share_prefix
@@ -171,9 +172,6 @@ def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
     return int(differ[0]) if differ.numel() else n
 
 
-#: Filler tokens before the question that the branched form runs with the key in view
-#: (`passkey_results`); without them it misses keys the single-key prompt finds.
-LEAD_IN = 512
 
 def passkey_results(
     model: Any, prompts: Sequence[PasskeyPrompt], *, share_prefix: bool | None = None,

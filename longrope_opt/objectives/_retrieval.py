@@ -32,6 +32,7 @@ from optuna.trial import FrozenTrial
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives import check_passkey_form
+from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
@@ -43,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 #: Seed of the constraint's prompts (`validate` uses 0, the guard 1).
 RETRIEVAL_SEED = 2
+#: What a record made before the passkey forms was measured with.
+_BEFORE = {"form": "single", "kind": "passkey"}
 MISSES, BAR, SECONDS = "retrieval_misses", "retrieval_bar", "retrieval_seconds"
 
 
@@ -100,9 +103,10 @@ class RetrievalConstraint:
 
     def _stored(self, study: optuna.Study) -> dict[str, Any]:
         stored = record.read_retrieval(study)
-        setup = {"keys": self.keys, "seed": self.seed, "length": self.length, "form": self.form}
-        # a record made before the branched form existed was made in the single form
-        if {k: stored.get(k, "single" if k == "form" else None) for k in setup} != setup:
+        setup = {"keys": self.keys, "seed": self.seed, "length": self.length, "form": self.form,
+                 "kind": passkey_kind(self.form)}  # fmt: skip
+        # a record made before the forms existed was made in the single form
+        if {k: stored.get(k, _BEFORE.get(k)) for k in setup} != setup:
             stored = {**setup, "misses": {}}
         return stored
 

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.objectives import check_passkey_form
+from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
@@ -132,9 +133,11 @@ def guard_trials(
         raise InvalidArgumentError(f"`length` must be given: study {study.study_name!r} records none.")
     check_passkey_form(form)
     stored = record.read_guard(study)
-    setup = {"keys": keys, "seed": seed, "length": length, "form": form}
-    # a record made before the branched form existed was made in the single form
-    if {k: stored.get(k, "single" if k == "form" else None) for k in setup} != setup:
+    setup = {"keys": keys, "seed": seed, "length": length, "form": form,
+             "kind": passkey_kind(form)}  # fmt: skip
+    # a record made before the forms existed was made in the single form
+    before = {"form": "single", "kind": "passkey"}
+    if {k: stored.get(k, before.get(k)) for k in setup} != setup:
         stored = {**setup, "results": {}}
     results: dict[str, dict[str, bool]] = {k: dict(v) for k, v in stored["results"].items()}
     prompts = passkey_prompts(tokenizer, length, n_trials=keys, seed=seed)
