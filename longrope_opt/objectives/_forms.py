@@ -8,7 +8,7 @@ from longrope_opt.errors import InvalidArgumentError
 #: Filler tokens before the question that the branched form runs with the key in view
 #: (`passkey_results`); too few and SmolLM2 misses keys the single-key prompt finds
 #: (docs/results.md measures 64 to 2048).
-LEAD_IN = 512
+LEAD_IN = 2048
 
 #: ``"single"``: each prompt as the paper's single-key prompt, exactly. ``"branched"``: the
 #: haystack once, each key and question grafted onto it (`passkey_results`): one forward for

@@ -218,7 +218,7 @@ def extend(
     plan = Plan.from_dict(stored) if stored else make_plan(
         time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
         samples=config.samples, retrieval_keys=config.retrieval_keys,
-        passkey_form=config.passkey_form or "single",
+        passkey_form=config.passkey_form or "single", length=target_length,
     )  # fmt: skip
     held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
     if not stored:

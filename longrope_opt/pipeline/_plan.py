@@ -19,13 +19,20 @@ import re
 from typing import Any
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.objectives import LEAD_IN
 
 
 #: A passkey prompt's cost in forwards when the prompts share their beginning.
 PASSKEY_COST = 0.6
-#: A branched key's cost in forwards beyond its row's one forward over the haystack (its key
-#: line, lead-in and question against the whole haystack: bench/results/passkey-forms.txt).
-BRANCH_COST = 0.02
+#: A branched key's cost beyond its row's one forward over the haystack, per lead-in token per
+#: haystack token: its lead-in attends to the whole haystack, so a key costs about
+#: BRANCH_SCALE · lead-in / length forwards (bench/results/passkey-branched.txt).
+BRANCH_SCALE = 2.0
+
+
+def branch_cost(length: int) -> float:
+    """Forwards one branched key costs at `length` (`BRANCH_SCALE`; at most one forward)."""
+    return min(1.0, BRANCH_SCALE * LEAD_IN / max(length, 1))
 #: Expected documents read by a candidate that does not enter the population (the population
 #: pruner stops most after the first document). bench/results/fitness-cost.txt counts the 16k
 #: search of 12 trials: 1.0 (5 of 5 pruned after one document).
@@ -68,6 +75,7 @@ class Plan:
         classic: Classic rows the validation measures.
         budget: The wall-time budget it was sized to (None: sized by `trials`).
         passkey_form: How passkeys are measured (a plan stored before the forms: single).
+        key_cost: A branched key's cost in forwards at this plan's length (`branch_cost`).
     """
 
     seconds_per_forward: float
@@ -81,10 +89,11 @@ class Plan:
     classic: tuple[str, ...]
     budget: float | None = None
     passkey_form: str = "single"
+    key_cost: float = 0.0
 
     def forwards(self) -> dict[str, float]:
         """Expected forwards per stage (`search`, `guard`, `validate`)."""
-        form = self.passkey_form
+        form = (self.passkey_form, self.key_cost)
         return {
             "search": search_forwards(self.trials, self.seeds, self.samples, self.retrieval_keys,
                                       form),  # fmt: skip
@@ -141,14 +150,20 @@ class Plan:
         ])  # fmt: skip
 
 
-def passkey_forwards(keys: int, form: str = "single") -> float:
-    """Forwards one row's `keys` passkeys cost in `form` (`PASSKEY_COST`, `BRANCH_COST`)."""
+#: How passkeys are measured, for their cost: the form and a branched key's cost in forwards.
+Form = tuple[str, float]
+SINGLE: Form = ("single", 0.0)
+
+
+def passkey_forwards(keys: int, form: Form = SINGLE) -> float:
+    """Forwards one row's `keys` passkeys cost: `PASSKEY_COST` a key in the single form; one
+    haystack forward and `branch_cost` a key in the branched one."""
     if not keys:
         return 0.0
-    return keys * PASSKEY_COST if form == "single" else 1.0 + keys * BRANCH_COST
+    return keys * PASSKEY_COST if form[0] == "single" else 1.0 + keys * form[1]
 
 
-def search_forwards(trials: int, seeds: int, samples: int, keys: int, form: str = "single") -> float:
+def search_forwards(trials: int, seeds: int, samples: int, keys: int, form: Form = SINGLE) -> float:
     """Expected forwards of a search: seeds read every document, candidates mostly stop early
     (`PRUNED_DOCS`), the entering ones read all and pay the constraint's passkeys."""
     candidates = max(trials - seeds, 0)
@@ -159,14 +174,14 @@ def search_forwards(trials: int, seeds: int, samples: int, keys: int, form: str 
     return fitness + retrieval
 
 
-def guard_forwards(keys: int, form: str = "single") -> float:
+def guard_forwards(keys: int, form: Form = SINGLE) -> float:
     """The guard measures the best seed and, typically, the best candidate (which the retrieval
     constraint has already kept to what the seed retrieves)."""
     return 2 * passkey_forwards(keys, form)
 
 
 def validation_forwards(
-    docs: int, keys: int, classic: int, candidates: int = 2, form: str = "single"
+    docs: int, keys: int, classic: int, candidates: int = 2, form: Form = SINGLE
 ) -> float:
     """Every row on every held-out document, and every row's passkeys."""
     rows = classic + candidates
@@ -182,10 +197,12 @@ def make_plan(
     samples: int,
     retrieval_keys: int,
     passkey_form: str = "single",
+    length: int | None = None,
 ) -> Plan:
     """Size every stage to `budget` seconds, or run `trials` trials with the default settings.
 
-    `passkey_form` is how the stages measure passkeys (what they cost).
+    `passkey_form` is how the stages measure passkeys, at `length` tokens (what they cost; the
+    branched form needs `length`).
 
     Raises:
         InvalidArgumentError: Neither or both of `budget` and `trials`, or a budget too small
@@ -197,7 +214,9 @@ def make_plan(
         raise InvalidArgumentError(f"`seconds_per_forward` must be > 0, got {seconds_per_forward}.")
     common: dict[str, Any] = {"seconds_per_forward": seconds_per_forward, "seeds": seeds,
                               "samples": samples, "retrieval_keys": retrieval_keys,
-                              "passkey_form": passkey_form}  # fmt: skip
+                              "passkey_form": passkey_form,
+                              "key_cost": branch_cost(length or 1) if passkey_form != "single" else 0.0}  # fmt: skip
+    form = (passkey_form, common["key_cost"])
     if trials is not None:
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
             raise InvalidArgumentError(f"`trials` must be an integer >= 1, got {trials!r}.")
@@ -214,17 +233,17 @@ def make_plan(
             f"(at least {format_seconds(one_trial * seconds_per_forward)})."
         )
     docs, keys, classic = _largest(
-        VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2]), form=passkey_form),
+        VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2]), form=form),
         available * SHARES["validate"],
     )  # fmt: skip
-    guard = _largest(GUARD_LADDER, lambda k: guard_forwards(k, passkey_form),
+    guard = _largest(GUARD_LADDER, lambda k: guard_forwards(k, form),
                      available * SHARES["guard"])  # fmt: skip
     if available >= GUARDED:  # a plan that can afford a candidate ships a guarded one
         guard = max(guard, GUARD_LADDER[1])
-    left = (available - validation_forwards(docs, keys, len(classic), form=passkey_form)
-            - guard_forwards(guard, passkey_form))  # fmt: skip
+    left = (available - validation_forwards(docs, keys, len(classic), form=form)
+            - guard_forwards(guard, form))  # fmt: skip
     n = 1
-    while search_forwards(n + 1, seeds, samples, retrieval_keys, passkey_form) <= left:
+    while search_forwards(n + 1, seeds, samples, retrieval_keys, form) <= left:
         n += 1
     return Plan(trials=n, guard_keys=guard, held_out_docs=docs, validation_keys=keys,
                 classic=classic, budget=budget, **common)  # fmt: skip

@@ -75,7 +75,10 @@ def test_seconds_read_well() -> None:
 
 def test_the_branched_form_buys_more_of_the_same_budget_and_is_stored_with_the_plan() -> None:
     single = make_plan(300.0, budget=6 * 3600, **COMMON)
-    branched = make_plan(300.0, budget=6 * 3600, passkey_form="branched", **COMMON)
+    branched = make_plan(300.0, budget=6 * 3600, passkey_form="branched", length=65536, **COMMON)
+    # a key's branch attends to the whole haystack: it costs more of a forward at 16k than at 64k
+    assert 0 < branched.key_cost < make_plan(300.0, budget=6 * 3600, passkey_form="branched",
+                                             length=16384, **COMMON).key_cost < 1  # fmt: skip
     assert branched.seconds <= 6 * 3600 * 1.02
     # a row's keys cost one forward together: more trials or more validation for the budget
     assert (branched.trials, branched.validation_keys, branched.held_out_docs) > (

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = [sys.executable, str(ROOT / "bench" / "synthetic.py")]
 OVERHEAD = [sys.executable, str(ROOT / "bench" / "sampler_overhead.py")]
 FITNESS = [sys.executable, str(ROOT / "bench" / "fitness_cost.py")]
+BRANCHED = [sys.executable, str(ROOT / "bench" / "passkey_branched.py")]
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
@@ -80,6 +81,7 @@ def test_fitness_cost_prints_both_searches_against_the_one_document_baseline(
         ([*OVERHEAD, "--operators", "paper,greedy"], "--operators must name surrogate, paper and/or adaptive"),
         ([*FITNESS, "--trials", "2"], "--trials must be >= 4"),
         ([*FITNESS, "--stored"], "--stored needs --study-name"),
+        ([*BRANCHED, "--keys", "0"], "--keys must be >= 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None:
