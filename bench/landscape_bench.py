@@ -3,9 +3,9 @@
 One run = one sampler, one landscape at one scale (4× or 8× of SmolLM2), one seed, `--trials`
 trials; its regret at a budget B is the best *true* value among its first B trials minus the
 landscape's known optimum (on the noisy landscape: the true value of the trial it observed as best;
-on the constrained one: the best feasible value, ∞ before the first feasible trial). The 30-, 100-
-and 300-trial columns come from the same runs (anytime regret), so a sampler that adapts to its
-budget is told the largest (`budget=300`) and judged at each.
+on the constrained one: the best feasible value, ∞ before the first feasible trial). The 10-, 20-,
+30-, 100- and 300-trial columns come from the same runs (anytime regret), so a sampler that
+adapts to its budget is told the largest (`budget=300`) and judged at each.
 
 Every seeded sampler gets the space's five seeds (PI, NTK, YaRN, YaRN-cd, NTK-cd) enqueued as its
 first trials; the plain GA (`evolution`) starts from random vectors, as its registry entry says.
@@ -16,9 +16,12 @@ what a user of those samplers would write.
     python -m bench.landscape_bench                    # every sampler, landscape, scale: 5 seeds
     python -m bench.landscape_bench --samplers gp --landscapes quadratic --scales 4
     python -m bench.landscape_bench --table            # print the table from the results file
+    python -m bench.landscape_bench --leaders          # the default against the best peer, by cell
 
 Results go to one JSON line per run in `--out` (default bench/results/landscapes.jsonl); a rerun
-skips the runs already there, so an interrupted benchmark continues where it stopped.
+skips the runs already there (with `--trials` trials and every budget up to them), so an
+interrupted benchmark continues where it stopped, and a run recorded before a budget was added
+(or stopped short, as GP's first 100-trial runs) is run again.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ from pathlib import Path
 import numpy as np
 
 
-BUDGETS = (30, 100, 300)
+#: The budgets real searches have (10-30 trials: a CPU trial at 32k costs minutes) and the
+#: long ones.
+BUDGETS = (10, 20, 30, 100, 300)
 PENALTY = 1000.0
 #: Peers first, then the LongRoPE sampler's variants.
 SAMPLERS = ("random", "tpe", "gp", "cmaes", "ngopt", "cma", "twopointsde", "evolution",
@@ -140,14 +145,29 @@ def _key(r: dict) -> tuple:
     return r["landscape"], r["scale"], r["sampler"], r["seed"]
 
 
+def complete(record: dict, trials: int) -> bool:
+    """Whether a recorded run has `trials` trials and the regret at every budget up to them."""
+    return record["trials"] >= trials and all(
+        str(b) in record["regret"] for b in BUDGETS if b <= trials
+    )
+
+
 def read(path: Path) -> list[dict]:
-    """Every record of a results file (later records of the same run win)."""
+    """Every run of a results file. Records of the same run (landscape, scale, sampler, seed)
+    merge: a run is the same trial sequence however long it went (every sampler is seeded), so
+    a shorter rerun that adds a budget (GP's 10/20 beside its earlier 100) keeps the longer
+    run's other budgets; for a budget both hold, the later record wins."""
     if not path.exists():
         return []
-    records = {}
+    records: dict[tuple, dict] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
+            old = records.get(_key(r))
+            if old is not None:
+                longer = old if old["trials"] > r["trials"] else r  # its cost per trial
+                r = {**r, "regret": {**old["regret"], **r["regret"]},
+                     "trials": longer["trials"], "ms_per_trial": longer["ms_per_trial"]}  # fmt: skip
             records[_key(r)] = r
     return list(records.values())
 
@@ -164,7 +184,7 @@ def table(records: list[dict], samplers: list[str] | None = None) -> str:
             if not rows:
                 continue
             lines.append(f"\n{landscape} {scale}x  (median regret [min, max] over seeds)")
-            lines.append(f"{'sampler':<20}" + "".join(f"{b:>29}" for b in BUDGETS) + f"{'ms/trial':>10}")
+            lines.append(f"{'sampler':<20}" + "".join(f"{b:>27}" for b in BUDGETS) + f"{'ms/trial':>10}")
             best = {}
             for b in BUDGETS:
                 meds = [np.median([r["regret"][str(b)] for r in rows if r["sampler"] == s])
@@ -187,8 +207,44 @@ def table(records: list[dict], samplers: list[str] | None = None) -> str:
                     cells.append(f"{_num(med)}{mark} [{_num(min(v))}, {_num(max(v))}]")
                 ms = np.mean([r["ms_per_trial"] for r in mine])
                 lines.append(f"{s + ' (' + str(len(mine)) + ')':<20}"
-                             + "".join(f"{c:>29}" for c in cells) + f"{ms:10.1f}")  # fmt: skip
+                             + "".join(f"{c:>27}" for c in cells) + f"{ms:10.1f}")  # fmt: skip
     lines.append("\n* the best median of the column (ties marked alike); (n) = seeds run")
+    return "\n".join(lines)
+
+
+def leaders(records: list[dict], default: str = "longrope") -> str:
+    """Per landscape × scale × budget: the default's median regret against the best peer's
+    (the lowest median among the other samplers with every seed at that budget)."""
+    from bench.landscapes import LANDSCAPES
+
+    lines = [f"{'landscape':<16}{'budget':>6}{default:>12}   best peer"]
+    behind = 0
+    for landscape in LANDSCAPES:
+        for scale in sorted({r["scale"] for r in records}):
+            rows = [r for r in records if r["landscape"] == landscape and r["scale"] == scale]
+            for b in BUDGETS:
+                meds = {}
+                for s in {r["sampler"] for r in rows}:
+                    mine = [r for r in rows if r["sampler"] == s]
+                    if mine and all(str(b) in r["regret"] for r in mine):
+                        meds[s] = float(np.median([r["regret"][str(b)] for r in mine]))
+                if default not in meds:
+                    continue
+                peers = {s: v for s, v in meds.items() if s != default and not s.startswith("longrope")}
+                if not peers:
+                    continue
+                peer = min(peers, key=lambda s: peers[s])
+                ours, theirs = meds[default], peers[peer]
+                if ours <= theirs:
+                    verdict = "leads"
+                else:
+                    behind += 1
+                    ratio = ours / theirs if theirs > 0 else math.inf
+                    verdict = f"behind by {ratio:.1f}x"
+                lines.append(f"{landscape + ' ' + str(scale) + 'x':<16}{b:>6}{_num(ours):>12}   "
+                             f"{peer} {_num(theirs)}  {verdict}")  # fmt: skip
+    lines.append(f"\n{behind} cells where a peer's median is lower (peers: every sampler but the "
+                 "LongRoPE variants; a sampler counts at a budget when all its seeds reached it)")
     return "\n".join(lines)
 
 
@@ -207,6 +263,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=max(BUDGETS))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--table", action="store_true", help="print the table and exit")
+    parser.add_argument("--leaders", action="store_true",
+                        help="print, per landscape and budget, the default against the best peer")
     args = parser.parse_args()
 
     import optuna
@@ -222,9 +280,12 @@ def main() -> None:
     if args.table:
         print(table(read(args.out), samplers))
         return
+    if args.leaders:
+        print(leaders(read(args.out)))
+        return
     scales = [int(s) for s in args.scales.split(",")]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    done = {_key(r) for r in read(args.out)}
+    done = {_key(r) for r in read(args.out) if complete(r, args.trials)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for seed in range(args.seeds):
         for landscape in landscapes:

@@ -95,3 +95,19 @@ def test_the_default_sampler_reaches_the_feasible_optimum(seed: int) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["regret"] <= 0.1 * result["gap"], result
+
+
+def test_a_shorter_rerun_adds_its_budgets_to_the_longer_run(tmp_path) -> None:
+    from bench.landscape_bench import complete
+    from bench.landscape_bench import read
+
+    path = tmp_path / "r.jsonl"
+    old = {"landscape": "quadratic", "scale": 4, "sampler": "gp", "seed": 0, "trials": 100,
+           "regret": {"30": 1.5, "100": 1.0}, "ms_per_trial": 900.0}  # fmt: skip
+    new = {**old, "trials": 30, "regret": {"10": 3.0, "20": 2.0, "30": 1.5}, "ms_per_trial": 90.0}
+    path.write_text(json.dumps(old) + "\n" + json.dumps(new) + "\n")
+    (merged,) = read(path)
+    assert merged["regret"] == {"10": 3.0, "20": 2.0, "30": 1.5, "100": 1.0}
+    assert merged["trials"] == 100 and merged["ms_per_trial"] == 900.0
+    assert complete(merged, 100) and not complete(merged, 300)
+    assert not complete(old, 100)  # recorded before the 10/20 budgets: run again

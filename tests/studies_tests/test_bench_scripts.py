@@ -96,4 +96,8 @@ def test_the_landscape_bench_runs_as_its_docs_say() -> None:
     done = _run([sys.executable, "-m", "bench.landscape_bench", "--table"])
     assert done.returncode == 0, done.stderr[-500:]
     assert "quadratic" in done.stdout and "longrope" in done.stdout
+    leaders = _run([sys.executable, "-m", "bench.landscape_bench", "--leaders"])
+    assert leaders.returncode == 0, leaders.stderr[-500:]
+    rows = [line for line in leaders.stdout.splitlines() if line.startswith("quadratic 4x")]
+    assert rows and all("leads" in line or "behind by" in line for line in rows)
     assert "python -m bench.landscape_bench" in (ROOT / "docs" / "benchmarks.md").read_text()
