@@ -41,9 +41,12 @@ def per_layer_params(config: Any) -> dict[str, dict[str, Any] | None] | None:
     """``{layer_type: rope parameters}`` for per-layer-type RoPE (None for a layer type without
     RoPE), or None for a single RoPE."""
     params = getattr(config, "rope_parameters", None)
-    if isinstance(params, Mapping) and params and all(
-        isinstance(v, Mapping) or v is None for v in params.values()
-    ) and any(isinstance(v, Mapping) for v in params.values()):
+    if (
+        isinstance(params, Mapping)
+        and params
+        and all(isinstance(v, Mapping) or v is None for v in params.values())
+        and any(isinstance(v, Mapping) for v in params.values())
+    ):
         return {str(k): (dict(v) if isinstance(v, Mapping) else None) for k, v in params.items()}
     return None
 
@@ -71,7 +74,14 @@ def extended_layer_types(config: Any) -> tuple[str, ...]:
     if per_layer is None:
         return ()
     extended = tuple(k for k in per_layer if not is_local(k) and per_layer[k] is not None)
-    if extended and used and not any(k in used for k in extended):
+    # keys that name layer types (some are used) yet no global one is: its RoPE reaches no layer;
+    # keys that name no layer type (DeepSeek V4's 'main'/'compress') are judged below
+    if (
+        extended
+        and used
+        and any(k in used for k in per_layer)
+        and not any(k in used for k in extended)
+    ):
         raise UnsupportedModelError(
             f"model type {_model_type(config)!r}: its RoPE for {list(extended)} is used by none "
             f"of its {len(used)} layers ({'/'.join(sorted(set(used)))}): there is no global "

@@ -237,11 +237,13 @@ class SearchConfig:
         seeds = data.get("seed_methods", list(PAPER_SEEDS))
         # Stored before `draw` existed: documents in seed order.
         draw = data.get("draw", "order")
+        # Stored before `passkey_form` existed: the single-key prompt was the only form.
+        form = data.get("passkey_form") or "single"
         options = dict(data.get("sampler_options") or {})
         if data.get("sampler", "longrope") == "longrope" and "operators" not in options:
             # stored before the surrogate operators: the LongRoPE sampler ran the paper's
             options["operators"] = "paper"
-        return cls(**{**data, "draw": draw, "sampler_options": options,
+        return cls(**{**data, "draw": draw, "sampler_options": options, "passkey_form": form,
                       "seed_methods": None if seeds is None else tuple(seeds)})  # fmt: skip
 
     @classmethod
@@ -263,7 +265,7 @@ class SearchConfig:
             recovery=bool(old.get("recovery")), base=old.get("base"), sampler=sampler,
             sampler_options=evolution if sampler in EVOLUTION_SAMPLERS else {},
             objective=old.get("objective") or "perplexity", seed_methods=PAPER_SEEDS,
-            draw="order", pruner="none",
+            draw="order", pruner="none", passkey_form="single",
         )  # fmt: skip
 
     @classmethod

@@ -62,6 +62,7 @@ def test_legacy_config_is_read(legacy) -> None:
                          "num_parents": 2, "mutation_prob": 0.3},
         seed_methods=("pi", "ntk", "yarn"),  # every study's seeds before `seed_methods` existed
         draw="order", pruner="none",  # how they drew documents, and no pruner
+        passkey_form="single",  # the only passkey prompt then
     )  # fmt: skip
 
 

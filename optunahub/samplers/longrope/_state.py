@@ -20,6 +20,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from ._screen import STEP_KEY
+
 
 GENERATION_KEY = "LongRoPESampler:generation"
 #: Read where a trial was placed in a generation by hand (else the slot follows from its number).
@@ -41,6 +43,14 @@ def trial_generation(trial: FrozenTrial) -> int | None:
     """The generation stored on `trial`, if any."""
     value = trial.system_attrs.get(GENERATION_KEY)
     return None if value is None else int(value)
+
+
+def trial_step(trial: FrozenTrial) -> str | None:
+    """How the LongRoPE sampler's surrogate operators proposed `trial`, where it says:
+    ``"model"`` for a trust-region step of the model's minimum (None otherwise)."""
+    tag = trial.system_attrs.get(STEP_KEY)
+    kind = tag[0] if isinstance(tag, list) and tag else tag  # a list since the trust radius
+    return str(kind) if kind == "model" else None
 
 
 def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int, int]:
