@@ -36,7 +36,9 @@ The stages, in one study (rerun to resume; every stage keeps its output in the s
   # validate: the winner against the classic methods on held-out documents no stage read
   # export: DIR/model (vanilla transformers loads it), DIR/factors.json, DIR/validation.txt
   #   and .csv, DIR/report.html; when the winner does not dominate the best classic row, that
-  #   row is exported too and the summary says to use it
+  #   row is exported too and the summary says to use it; DIR/model.gguf and DIR/Modelfile
+  #   when the model came as a GGUF (smollm2-135m does; --gguf / --no-gguf to choose):
+  llama-cli -m extended/model.gguf -c 16384
 """
 
 
@@ -76,6 +78,9 @@ def add_parser(sub: Any) -> None:
     where = parser.add_argument_group("where")
     where.add_argument("--out", default="extended", metavar="DIR",
                        help="folder for the model, factors, tables and report (default extended)")  # fmt: skip
+    where.add_argument("--gguf", action=argparse.BooleanOptionalAction, default=None,
+                       help="also write model.gguf for llama.cpp / Ollama (default: when the "
+                       "model came as a GGUF, as smollm2-135m does)")  # fmt: skip
     add_storage_flag(where)
     add_heartbeat_flag(where)
     where.add_argument("--study-name", default=None,
@@ -117,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
                         heartbeat_interval=args.heartbeat_interval, seed=args.seed,
                         graceful_interrupt=True, on_plan=show,
                         trained_length=args.trained_length, passkey_form=args.passkey_form,
+                        gguf=args.gguf,
                         **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "
@@ -131,4 +137,7 @@ def run(args: argparse.Namespace) -> int:
     for what, where in result.files:
         print(f"  {what}: {where}")
     print(f"load it: {result.load}")
+    gguf = next((where for what, where in result.files if where.endswith(".gguf")), None)
+    if gguf is not None:
+        print(f"run it in llama.cpp: llama-cli -m {gguf} -c {length}")
     return 0

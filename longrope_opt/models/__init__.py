@@ -21,6 +21,11 @@ from longrope_opt.models._export import exported_spec
 from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
+from longrope_opt.models._gguf import GGUF_FORMS
+from longrope_opt.models._gguf import GgufExport
+from longrope_opt.models._gguf import check_gguf_output
+from longrope_opt.models._gguf import export_gguf
+from longrope_opt.models._gguf import gguf_source
 from longrope_opt.models._load import load_model
 from longrope_opt.models._load import load_tokenizer
 from longrope_opt.models._load import read_config
@@ -29,6 +34,7 @@ from longrope_opt.models._loss import decoder_hidden
 from longrope_opt.models._loss import final_logits
 from longrope_opt.models._smollm2 import ALIAS as DEFAULT_MODEL
 from longrope_opt.models._smollm2 import cache_dir
+from longrope_opt.models._smollm2 import smollm2_gguf
 
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "as_pair",
     "cache_dir",
+    "smollm2_gguf",
     "choose_attention",
     "cuda_path",
     "flash_attention_installed",
@@ -50,6 +57,11 @@ __all__ = [
     "chunked_nll",
     "decoder_hidden",
     "export_model",
+    "GGUF_FORMS",
+    "GgufExport",
+    "check_gguf_output",
+    "export_gguf",
+    "gguf_source",
     "exported_spec",
     "final_logits",
     "load_model",

@@ -182,6 +182,7 @@ def export_model(
         },
     )
     saved_dtype = getattr(model.config, "dtype", None)
+    dequantized = _detach_gguf_quantizer(model)
     try:
         if dtype is None:
             model.save_pretrained(out)
@@ -206,6 +207,10 @@ def export_model(
         if saved[2] is not None:
             config.original_max_position_embeddings = saved[2]
         model.config.dtype = saved_dtype
+        if dequantized is not None:
+            model.hf_quantizer = dequantized[0]
+            if dequantized[1] is not None:
+                model.config.quantization_config = dequantized[1]
         delattr(model.config, CONFIG_KEY)
         if said is not None:
             setattr(model.config, TRAINED_LENGTH_ATTR, said)
@@ -213,6 +218,21 @@ def export_model(
         tokenizer.save_pretrained(out)
     (out / "README.md").write_text(_readme(out, pair, target_length, loader))
     return out
+
+
+def _detach_gguf_quantizer(model: Any) -> tuple[Any, Any] | None:
+    """A model loaded from a GGUF holds plain de-quantized weights, yet keeps transformers' GGUF
+    quantizer, whose ``save_pretrained`` refuses ("not serializable"): detach it (and its config
+    entry) for the save; returns what to put back, or None when there was nothing to detach."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    config = getattr(model.config, "quantization_config", None)
+    method = getattr(getattr(quantizer, "quantization_config", None), "quant_method", None)
+    if quantizer is None or str(getattr(method, "value", method)) != "gguf":
+        return None
+    model.hf_quantizer = None
+    if config is not None:
+        del model.config.quantization_config
+    return quantizer, config
 
 
 def read_export(config: Any) -> ShortLongScaling | None:

@@ -107,3 +107,18 @@ def resolve_smollm2() -> Path:
                 shutil.rmtree(target, ignore_errors=True)
                 os.replace(out, target)
     return target
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF the ``smollm2-135m`` alias comes from (quantized, as published), kept in the
+    cache beside the converted directory: what a GGUF export copies its tensors from."""
+    target = cache_dir() / f"{ALIAS}-gguf" / GGUF_NAME
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+        found = _find_or_fetch_gguf(Path(tmp))
+        part = target.with_suffix(".part")
+        shutil.copyfile(found, part)
+        os.replace(part, target)
+    return target

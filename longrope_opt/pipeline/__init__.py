@@ -19,6 +19,7 @@ from longrope_opt.pipeline._extend import ExtendResult
 from longrope_opt.pipeline._extend import extend
 from longrope_opt.pipeline._extend import extend_config
 from longrope_opt.pipeline._extend import time_forward
+from longrope_opt.pipeline._gguf import export_winner_gguf
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import format_seconds
 from longrope_opt.pipeline._plan import make_plan
@@ -47,6 +48,7 @@ __all__ = [
     "compare_methods",
     "extend",
     "export_winner",
+    "export_winner_gguf",
     "extend_config",
     "finetune_and_export",
     "format_seconds",

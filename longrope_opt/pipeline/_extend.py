@@ -28,6 +28,8 @@ from longrope_opt.data import check_source
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import check_margin
+from longrope_opt.models import DEFAULT_MODEL
+from longrope_opt.models import gguf_source
 from longrope_opt.models import resolve_device
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
@@ -141,6 +143,7 @@ def extend(
     graceful_interrupt: bool = False,
     on_plan: Callable[[Plan, bool], None] | None = None,
     passkey_form: str = "single",
+    gguf: bool | None = None,
 ) -> ExtendResult:
     """Extend `model` to `target_length` tokens and write a model you can ship to `out`.
 
@@ -180,6 +183,9 @@ def extend(
             prompt), ``"branched"`` (one forward a row for all its keys; CPU only) or
             ``"auto"`` (branched on a CPU, single elsewhere). A study keeps the form it was
             made with: on a resume, ``"auto"`` takes the stored one.
+        gguf: Also write ``model.gguf``, the model's GGUF with the winner's factors, for
+            llama.cpp (`longrope_opt.models.export_gguf`). None: when the model came as a GGUF
+            (a ``.gguf`` file, or the ``smollm2-135m`` alias).
 
     Returns:
         An `ExtendResult`.
@@ -208,6 +214,11 @@ def extend(
     context = {"held_out": held_out, "seed": seed, "margin": margin}
     if config.passkey_form != "single":  # (a study shipped before the forms: single)
         context["passkey_form"] = config.passkey_form
+    if gguf is None:
+        gguf = model == DEFAULT_MODEL or str(model).endswith(".gguf")
+    if gguf:  # (a study shipped before GGUF exports: none written)
+        gguf_source(model)  # a model with no GGUF is one line before anything runs
+        context["gguf"] = True
     done = _already_shipped(storage, name, out, context)
     if done is not None:
         logger.debug("nothing left to measure: %s", done.headline)
@@ -234,7 +245,7 @@ def extend(
         Guard(plan.guard_keys),
         Validate(held_out, plan.held_out_docs, plan.validation_keys, plan.classic, out, outcome,
                  seed=seed, margin=margin),  # fmt: skip
-        Export(out, outcome, context),
+        Export(out, outcome, context, gguf=gguf),
     ]
     forwards = plan.forwards()
     overall = tqdm(total=round(sum(forwards.values()), 1), desc="extend", unit="fwd",

@@ -28,7 +28,9 @@ from longrope_opt.evaluation import summary_csv
 from longrope_opt.evaluation import summary_json
 from longrope_opt.evaluation import validate
 from longrope_opt.files import write_text_atomic
+from longrope_opt.models import export_gguf
 from longrope_opt.models import export_model
+from longrope_opt.models import gguf_source
 from longrope_opt.models import rope_parameters
 from longrope_opt.pipeline._report import write_report
 from longrope_opt.rope import RopeSpec
@@ -132,6 +134,7 @@ class Export:
     out: Path
     outcome: Outcome
     context: dict[str, Any] = field(default_factory=dict)
+    gguf: bool = False
     name: str = "export"
 
     def run(self, search: Search) -> None:
@@ -148,6 +151,8 @@ class Export:
                 if self.outcome.seed else "the searched winner")  # fmt: skip
         searched = [(f"{what}: model directory", str(model_dir)),
                     ("its factors", str(factors))]  # fmt: skip
+        if self.gguf:
+            searched.append(self._gguf(search, winner.scaling))
         classic: list[tuple[str, str]] = []
         if self.outcome.verdict != "dominates" and self.outcome.reference:
             ref = self.outcome.reference
@@ -178,6 +183,20 @@ class Export:
             "why": self.outcome.why, "headline": headline(self.outcome),
             "files": [[what, where, file_stamps(Path(where))] for what, where in self.outcome.files],
         })  # fmt: skip
+
+
+    def _gguf(self, search: Search, scaling: Any) -> tuple[str, str]:
+        """The winner as ``model.gguf`` (a copy of the model's GGUF, `export_gguf`)."""
+        path = self.out / "model.gguf"
+        path.unlink(missing_ok=True)  # this folder's own output, rewritten whole like the rest
+        (self.out / "Modelfile").unlink(missing_ok=True)
+        spec = RopeSpec.from_config(search.model.config)
+        if scaling.n_hat > 0:
+            return ("GGUF: not written", f"the winner keeps n_hat={scaling.n_hat}, which GGUF "
+                    "cannot hold (`longrope-opt export --gguf ... --drop-n-hat` writes it without)")  # fmt: skip
+        done = export_gguf(gguf_source(search.config.model), path, scaling, spec=spec,
+                           target_length=search.config.target_length)  # fmt: skip
+        return ("its GGUF for llama.cpp / Ollama (Modelfile beside it)", str(done.path))
 
 
 def finished_count(study: Any) -> int:

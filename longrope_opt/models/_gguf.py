@@ -1,0 +1,262 @@
+"""`export_gguf`: the extended model as a GGUF that llama.cpp runs at its new length.
+
+The source GGUF's tensors are copied byte for byte (a quantized model stays quantized, nothing is
+re-quantized); what changes is RoPE metadata and one or two tiny tensors of per-dimension factors,
+each rotary frequency divided by its factor (exactly λ, composed with the checkpoint's own ν):
+
+- form ``"longrope"``: ``rope.scaling.type = longrope`` with ``rope_factors_long`` and
+  ``rope_factors_short``. llama.cpp's llama architecture loads both for this type and picks one
+  by the *context size*, not the prompt (``llama_model::get_rope_factors``): a context per
+  sequence above ``rope.scaling.original_context_length`` uses the long factors for every prompt,
+  a smaller one the short factors, so a model run at its trained window is the model as it was.
+- form ``"freqs"``: one ``rope_freqs`` tensor, Llama 3.1's slot, read by llama.cpp builds since
+  2024 and the engines that vendor them; the long factors at every context size.
+
+The attention factor t goes to ``rope.scaling.attn_factor``, which llama.cpp multiplies into
+ggml's rope ``attn_factor``: cos and sin are scaled by it (with ``yarn_ext_factor`` 0 for these
+types), as transformers' ``attention_factor`` scales them. n̂ (start tokens kept at the pretrained
+angle) has no slot: a winner with n̂ > 0 is refused unless the caller consents to drop it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models._smollm2 import ALIAS
+from longrope_opt.models._smollm2 import smollm2_gguf
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+from longrope_opt.rope import ShortLongScaling
+
+
+#: How the factors are written: see the module docstring.
+GGUF_FORMS = ("longrope", "freqs")
+#: Architectures whose llama.cpp graph reads the factor tensors with the layout written here.
+GGUF_ARCHS = ("llama",)
+#: The tensors this export owns: a source's own are replaced (Llama 3.1's ``rope_freqs``).
+FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+
+
+@dataclasses.dataclass(frozen=True)
+class GgufExport:
+    """What `export_gguf` wrote.
+
+    Attributes:
+        path: The ``.gguf`` file.
+        modelfile: The Ollama ``Modelfile`` beside it.
+        form: ``"longrope"`` or ``"freqs"``.
+        target_length: The context length in its metadata.
+        attention_factor: ``rope.scaling.attn_factor``.
+        dropped_n_hat: The winner's n̂ that the GGUF cannot hold (0: nothing dropped).
+    """
+
+    path: Path
+    modelfile: Path
+    form: str
+    target_length: int
+    attention_factor: float
+    dropped_n_hat: int
+
+
+def check_gguf_output(path: str | Path, *, param: str = "output") -> Path:
+    """Refuse a GGUF path that exists or does not end in ``.gguf``, before any work is done.
+
+    Raises:
+        InvalidArgumentError: One line naming `param`.
+    """
+    out = Path(path).expanduser()
+    if out.suffix != ".gguf":
+        raise InvalidArgumentError(f"`{param}` must end in .gguf, got {str(out)!r}.")
+    if out.exists():
+        raise InvalidArgumentError(
+            f"`{param}` {str(out)!r} exists; choose a new file (nothing is overwritten)."
+        )
+    return out
+
+
+def gguf_source(model: str | Path) -> Path:
+    """The GGUF a model name stands for: the ``smollm2-135m`` alias's published file, a ``.gguf``
+    path, or a directory's only ``.gguf`` (one without a transformers ``config.json``).
+
+    Raises:
+        InvalidArgumentError: A transformers model directory or hub id: there is no GGUF to copy
+            (llama.cpp's ``convert_hf_to_gguf.py`` makes one; pass it as the source).
+    """
+    if str(model) == ALIAS:
+        return smollm2_gguf()
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return path
+    ggufs = sorted(path.glob("*.gguf")) if path.is_dir() else []
+    if len(ggufs) == 1 and not (path / "config.json").is_file():
+        return ggufs[0]
+    raise InvalidArgumentError(
+        f"model {str(model)!r} is not a GGUF: a GGUF export copies a GGUF's tensors; convert it "
+        "with llama.cpp's convert_hf_to_gguf.py and pass that file as the GGUF source."
+    )
+
+
+def read_gguf_arch(source: str | Path) -> str:
+    """The ``general.architecture`` of a GGUF file.
+
+    Raises:
+        InvalidArgumentError: Not a readable GGUF file.
+    """
+    import gguf  # on use: reading the header maps the file
+
+    try:
+        reader = gguf.GGUFReader(str(source))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"`source` {str(source)!r} is not a GGUF file: {exc}") from exc
+    return str(reader.fields["general.architecture"].contents())
+
+
+def export_gguf(
+    source: str | Path,
+    output: str | Path,
+    scaling: RopeScaling | ShortLongScaling,
+    *,
+    spec: RopeSpec,
+    target_length: int,
+    form: str = "longrope",
+    drop_n_hat: bool = False,
+) -> GgufExport:
+    """Write `source` with `scaling` as its RoPE to `output`, a GGUF llama.cpp runs at `target_length`.
+
+    Args:
+        source: The model's GGUF (its tensors are copied as they are).
+        output: The new ``.gguf`` (must not exist); a ``Modelfile`` is written beside it.
+        scaling: The long factors alone, or a short/long pair (relative to `spec`).
+        spec: The RoPE the factors act on (the source's, as transformers reads it).
+        target_length: The context length the factors are for.
+        form: ``"longrope"`` (long and short factors, chosen by context size) or ``"freqs"``.
+        drop_n_hat: Write a winner with n̂ > 0 without its n̂ (GGUF has no slot for it).
+
+    Returns:
+        What was written.
+
+    Raises:
+        InvalidArgumentError: An unknown form, an existing output, an architecture llama.cpp does
+            not rescale this way, factors that do not fit its rotary dimensions, or n̂ > 0
+            without `drop_n_hat`.
+    """
+    import gguf  # on use: `longrope_opt.models` stays light
+
+    if form not in GGUF_FORMS:
+        raise InvalidArgumentError(f"`form` must be one of {list(GGUF_FORMS)}, got {form!r}.")
+    out = check_gguf_output(output)
+    pair = _pair(scaling, spec)
+    n_hat = max(pair.long.n_hat, pair.short.n_hat)
+    if n_hat > 0 and not drop_n_hat:
+        raise InvalidArgumentError(
+            f"the factors keep n_hat={n_hat} start tokens unscaled, which GGUF cannot hold; "
+            "pass `drop_n_hat` to export them without it, or search with n_hat 0."
+        )
+    reader = gguf.GGUFReader(str(source))
+    arch = str(reader.fields["general.architecture"].contents())
+    if arch not in GGUF_ARCHS:
+        raise InvalidArgumentError(
+            f"GGUF architecture {arch!r} is not supported: llama.cpp reads per-dimension RoPE "
+            f"factors this way for {list(GGUF_ARCHS)} (SmolLM2, Llama, Mistral)."
+        )
+    native = spec.native()
+    long = (native * pair.long.factors).astype(np.float32)
+    short = (native * pair.short.factors).astype(np.float32)
+    rot = reader.fields.get(f"{arch}.rope.dimension_count")
+    half = int(rot.contents()) // 2 if rot is not None else None
+    if half is not None and half != long.size:
+        raise InvalidArgumentError(
+            f"the factors have {long.size} entries; the GGUF rotates {2 * half} dimensions "
+            f"({half} factors): the study is for another model."
+        )
+    attention = float(spec.native_attention * pair.long.attention_scale)
+    keys = {
+        f"{arch}.context_length": (int(target_length), gguf.GGUFValueType.UINT32),
+        # "linear" with no factor: llama.cpp's default, a frequency scale of 1 (a source's own
+        # yarn or linear type would act on top of the factors)
+        f"{arch}.rope.scaling.type": (form if form == "longrope" else "linear",
+                                      gguf.GGUFValueType.STRING),
+        f"{arch}.rope.scaling.original_context_length": (int(spec.original_length),
+                                                         gguf.GGUFValueType.UINT32),
+        f"{arch}.rope.scaling.attn_factor": (attention, gguf.GGUFValueType.FLOAT32),
+    }  # fmt: skip
+    # a source's own linear/yarn factor would scale on top of the factors: they replace it
+    dropped = {f"{arch}.rope.scaling.factor", f"{arch}.rope.scaling.finetuned"}
+    tensors = ({"rope_factors_long.weight": long, "rope_factors_short.weight": short}
+               if form == "longrope" else {"rope_freqs.weight": long})  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # write beside the target and rename at the end: a killed export leaves no half file
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}-", suffix=".part")
+    os.close(fd)
+    try:
+        _write(reader, Path(tmp), arch, keys, dropped, tensors)
+        umask = os.umask(0)  # mkstemp makes a private file; the export is an ordinary one
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    modelfile = out.with_name("Modelfile")
+    if not modelfile.exists():  # another export's Modelfile in the same folder stays
+        modelfile.write_text(f"FROM ./{out.name}\nPARAMETER num_ctx {int(target_length)}\n")
+    return GgufExport(out, modelfile, form, int(target_length), attention, n_hat)
+
+
+def _pair(scaling: RopeScaling | ShortLongScaling, spec: RopeSpec) -> ShortLongScaling:
+    if isinstance(scaling, ShortLongScaling):
+        return scaling
+    if not isinstance(scaling, RopeScaling):
+        raise InvalidArgumentError(
+            f"`scaling` must be a RopeScaling or ShortLongScaling, got {type(scaling).__name__}."
+        )
+    scaling.check(spec)
+    short = RopeScaling(np.ones(spec.n_factors), 0, scaling.attention_scale, method="none")
+    return ShortLongScaling(short, scaling, spec.original_length)
+
+
+def _write(
+    reader: Any,
+    path: Path,
+    arch: str,
+    keys: dict[str, tuple[Any, Any]],
+    dropped: set[str],
+    tensors: dict[str, np.ndarray],
+) -> None:
+    """Copy `reader`'s metadata (with `keys` set, `dropped` removed) and tensors (the factor
+    tensors replaced by `tensors`) to `path`, as gguf's own ``gguf_new_metadata`` copies."""
+    import gguf  # on use, as in `export_gguf`: `longrope_opt.models` stays light
+
+    writer = gguf.GGUFWriter(str(path), arch=arch, endianess=reader.endianess)
+    for field in reader.fields.values():
+        name = field.name
+        if name == "general.architecture" or name.startswith("GGUF.") or name in dropped:
+            continue
+        if name in keys:
+            continue
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, field.contents(), kind, sub_type=sub)
+    for name, (value, kind) in keys.items():
+        writer.add_key_value(name, value, kind)
+    kept = [t for t in reader.tensors if t.name not in FACTOR_TENSORS]
+    for t in kept:
+        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    for name, data in tensors.items():
+        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes,
+                               gguf.GGMLQuantizationType.F32)  # fmt: skip
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t in kept:
+        writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
+    for data in tensors.values():
+        writer.write_tensor_data(data)
+    writer.close()

@@ -1,0 +1,127 @@
+"""`longrope-opt export --gguf`: a study's winner as a GGUF, and the refusals (one line, exit 2,
+nothing written)."""
+
+from __future__ import annotations
+
+import json
+
+import gguf
+import numpy as np
+import pytest
+
+from longrope_opt.cli import main
+from longrope_opt.models import smollm2_gguf
+from tests.gguf_tiny import write_tiny_llama_gguf
+
+
+def _search(model: str, corpus: str, storage: str, name: str, *extra: str) -> int:
+    return main([
+        "search", "--model", model, "--corpus", corpus, "--target-length", "1024",
+        "--samples", "1", "--storage", storage, "--study-name", name, "--n-trials", "2",
+        "--population-size", "4", "--num-mutations", "1", "--num-crossovers", "1",
+        "--num-parents", "2", "--dtype", "float32", "--no-fuse", *extra,
+    ])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gguf-studies")
+    model = write_tiny_llama_gguf(folder / "tiny.gguf", smollm2_gguf())
+    corpus = folder / "corpus"
+    corpus.mkdir()
+    for i in range(2):  # ordinary English: SmolLM2's tokenizer
+        (corpus / f"d{i}.txt").write_text(" ".join(f"the word {j} of text {i}." for j in range(300)))
+    storage = f"sqlite:///{folder / 's.db'}"
+    assert _search(str(model), str(corpus), storage, "plain", "--n-hat", "0") == 0
+    assert _search(str(model), str(corpus), storage, "n-hat", "--n-hat", "4") == 0
+    return folder, storage
+
+
+def test_export_writes_the_winner_into_a_copy_of_the_models_gguf(studies, capsys) -> None:
+    folder, storage = studies
+    out, factors = folder / "out" / "plain.gguf", folder / "plain.json"
+    (folder / "out").mkdir()
+    code = main(["export", "--storage", storage, "--study-name", "plain", "-o", str(factors),
+                 "--gguf", str(out)])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert f"llama-cli -m {out} -c 1024" in printed and "Modelfile" in printed
+    reader = gguf.GGUFReader(str(out))
+    tensors = {t.name: t for t in reader.tensors}
+    exported = json.loads(factors.read_text())["rope_parameters"]
+    np.testing.assert_allclose(tensors["rope_factors_long.weight"].data, exported["long_factor"],
+                               rtol=1e-6)  # fmt: skip
+    assert reader.fields["llama.context_length"].contents() == 1024
+    attn = reader.fields["llama.rope.scaling.attn_factor"].contents()
+    assert attn == pytest.approx(exported["attention_factor"], rel=1e-6)
+    assert (folder / "out" / "Modelfile").read_text().startswith("FROM ./plain.gguf\n")
+
+
+@pytest.mark.parametrize("case", ["exists", "n_hat", "not_a_gguf", "suffix"])
+def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
+    studies, tiny_model_dir, tiny_corpus, tmp_path, capsys, case
+) -> None:
+    folder, storage = studies
+    out = tmp_path / ("x.bin" if case == "suffix" else "x.gguf")
+    name = {"n_hat": "n-hat"}.get(case, "plain")
+    if case == "exists":
+        out.write_text("keep me")
+    if case == "not_a_gguf":  # a transformers model directory: no GGUF to copy
+        storage = f"sqlite:///{tmp_path / 'dir.db'}"
+        name = "tiny"
+        assert main([
+            "search", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--target-length",
+            "256", "--samples", "1", "--storage", storage, "--study-name", name, "--n-trials",
+            "1", "--dtype", "float32", "--no-fuse", "--n-hat", "0",
+        ]) == 0  # fmt: skip
+        capsys.readouterr()
+    code = main(["export", "--storage", storage, "--study-name", name,
+                 "-o", str(tmp_path / "f.json"), "--gguf", str(out)])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err
+    expected = {"exists": "`--gguf`", "n_hat": "`--drop-n-hat`", "not_a_gguf": "is not a GGUF",
+                "suffix": "must end in .gguf"}[case]  # fmt: skip
+    assert expected in err[0]
+    assert out.read_text() == "keep me" if case == "exists" else not out.exists()
+    assert not (tmp_path / "f.json").exists()  # refused before anything was written
+
+
+def test_drop_n_hat_writes_it_and_says_what_was_dropped(studies, tmp_path, capsys) -> None:
+    folder, storage = studies
+    out = tmp_path / "n.gguf"
+    code = main(["export", "--storage", storage, "--study-name", "n-hat", "-o",
+                 str(tmp_path / "f.json"), "--gguf", str(out), "--drop-n-hat"])  # fmt: skip
+    assert code == 0 and out.is_file()
+    assert "dropped: n_hat=4" in capsys.readouterr().out
+
+
+def test_extend_of_a_gguf_ends_with_a_gguf_llama_cpp_runs(studies, tmp_path, capsys) -> None:
+    folder, _ = studies
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(8):  # the search's 3 documents, the validation's held-out ones
+        (corpus / f"d{i}.txt").write_text(
+            " ".join(f"line {j} of book {i} says {j * i % 97}." for j in range(260)))  # fmt: skip
+    out = tmp_path / "extended"
+    code = main(["extend", str(folder / "tiny.gguf"), "--to", "1024", "--trials", "3",
+                 "--corpus", str(corpus), "--dtype", "float32", "--no-fuse", "--storage",
+                 f"sqlite:///{tmp_path / 'e.db'}", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-1] == f"run it in llama.cpp: llama-cli -m {out / 'model.gguf'} -c 1024"
+    factors = json.loads((out / "factors.json").read_text())
+    reader = gguf.GGUFReader(str(out / "model.gguf"))
+    long = next(t for t in reader.tensors if t.name == "rope_factors_long.weight")
+    np.testing.assert_allclose(long.data, factors["rope_parameters"]["long_factor"], rtol=1e-6)
+    assert (out / "Modelfile").read_text() == "FROM ./model.gguf\nPARAMETER num_ctx 1024\n"
+
+
+def test_extend_asked_for_a_gguf_of_a_model_without_one_is_one_line(
+    tiny_model_dir, tiny_corpus, tmp_path, capsys
+) -> None:
+    code = main(["extend", tiny_model_dir, "--to", "256", "--corpus", tiny_corpus, "--gguf",
+                 "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--out", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is not a GGUF" in err[0], err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "e.db").exists()
