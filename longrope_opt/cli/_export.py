@@ -127,7 +127,7 @@ def describe_gguf(g: Any) -> str:
     ]
     if g.form == "longrope":
         lines.append("  llama.cpp uses the long factors whenever the context (-c) exceeds the "
-                     "trained length, for short prompts too; a smaller -c runs the model as it was")  # fmt: skip
+                     "trained length, for short prompts too; a -c within it, the short ones")  # fmt: skip
     if g.dropped_n_hat:
         lines.append(f"  dropped: n_hat={g.dropped_n_hat} (GGUF has no slot; the first tokens "
                      "use the scaled angles too)")  # fmt: skip
