@@ -8,9 +8,13 @@ permutation, so both run the same model). Trained length `TRAINED`; a test runs 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
+import torch
+
+from longrope_opt.patching import apply_rope_scaling
 
 
 TRAINED = 256  # llama.cpp pads a context to a multiple of 256: a smaller window is never "within"
@@ -63,3 +67,36 @@ def write_tiny_llama_gguf(path: Path, tokenizer_gguf: Path, *, seed: int = 0) ->
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-probabilities over the last axis, in float64."""
+    logits = logits.astype(np.float64)
+    top = logits.max(axis=-1, keepdims=True)
+    return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+
+
+def our_log_probs(model: Any, ids: list[int], scaling: Any = None) -> np.ndarray:
+    """``(len(ids), vocab)`` log-probabilities of our model, patched with `scaling` if given."""
+    with torch.inference_mode():
+        if scaling is None:
+            logits = model(torch.tensor([ids])).logits
+        else:
+            with apply_rope_scaling(model, scaling):
+                logits = model(torch.tensor([ids])).logits
+    return log_softmax(logits[0].float().numpy())
+
+
+def llama_cpp_log_probs(path: Path, ids: list[int], n_ctx: int, **rope: Any) -> np.ndarray:
+    """The same from llama.cpp (llama-cpp-python) on the GGUF at `path`, with an F32 KV cache
+    (its default F16 cache alone moves this peaky tiny model's log-probs by ~1)."""
+    import llama_cpp  # on use: the llama-cpp extra, imported by the tests that need it
+
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
+                          logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0,
+                          **rope)  # fmt: skip
+    try:
+        llm.eval(ids)
+        return log_softmax(np.array(llm.scores[: len(ids)]))
+    finally:
+        llm.close()

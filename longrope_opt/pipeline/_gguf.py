@@ -65,6 +65,13 @@ def export_winner_gguf(
     target = record.target_length(study)
     if target is None:
         raise InvalidArgumentError(f"study {study.study_name!r} records no target length.")
+    winner = study_winner(study).scaling
+    if winner.n_hat > 0 and not drop_n_hat:  # before the source: the refusal needs none
+        raise InvalidArgumentError(
+            f"study {study.study_name!r}'s winner keeps n_hat={winner.n_hat} start tokens "
+            "unscaled, which GGUF cannot hold; pass `drop_n_hat` to export it without, or search "
+            "with n_hat 0."
+        )
     path = Path(source).expanduser() if source is not None else gguf_source(str(model))
     if not path.is_file():
         raise InvalidArgumentError(f"`source` {str(path)!r} is not a file.")
@@ -74,7 +81,7 @@ def export_winner_gguf(
     if config is None:
         raise InvalidArgumentError(f"cannot read the config of model {str(model)!r}.")
     spec = RopeSpec.from_config(config)
-    scaling: Any = study_winner(study).scaling
+    scaling: Any = winner
     if short_study:
         short, _ = best_scaling(load_named_study(held, short_study, param="short_study"))
         scaling = ShortLongScaling(short, scaling, spec.original_length)

@@ -237,8 +237,9 @@ class SearchConfig:
         seeds = data.get("seed_methods", list(PAPER_SEEDS))
         # Stored before `draw` existed: documents in seed order.
         draw = data.get("draw", "order")
-        # Stored before `passkey_form` existed: the single-key prompt was the only form.
-        form = data.get("passkey_form") or "single"
+        # Stored before `passkey_form` existed: the single-key prompt was the only form (a
+        # config written with the field keeps it, None included: `to_dict` round-trips).
+        form = data.get("passkey_form", "single")
         options = dict(data.get("sampler_options") or {})
         if data.get("sampler", "longrope") == "longrope" and "operators" not in options:
             # stored before the surrogate operators: the LongRoPE sampler ran the paper's

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from longrope_opt import RopeScaling
 from longrope_opt import RopeSpec
 from longrope_opt.models import export_gguf
 from longrope_opt.models import load_model
 from longrope_opt.models import smollm2_gguf
-from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import yarn
 from tests.gguf_tiny import TRAINED
+from tests.gguf_tiny import llama_cpp_log_probs
+from tests.gguf_tiny import our_log_probs
 from tests.gguf_tiny import write_tiny_llama_gguf
 
 
-llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is in the dev extra")
+llama_cpp = pytest.importorskip("llama_cpp", reason="the llama-cpp extra (.ci/run installs it)")
 
 TARGET = 4 * TRAINED
 #: log-probability agreement between two fp32 implementations of the same model, on every token
@@ -44,33 +44,6 @@ def tiny(tmp_path_factory):
     return folder, source, model, ids
 
 
-def _log_probs(logits: np.ndarray) -> np.ndarray:
-    logits = logits.astype(np.float64)
-    top = logits.max(axis=-1, keepdims=True)
-    return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
-
-
-def _ours(model, ids, scaling=None) -> np.ndarray:
-    with torch.inference_mode():
-        if scaling is None:
-            logits = model(torch.tensor([ids])).logits
-        else:
-            with apply_rope_scaling(model, scaling):
-                logits = model(torch.tensor([ids])).logits
-    return _log_probs(logits[0].float().numpy())
-
-
-def _llama_cpp(path, ids, n_ctx: int, **rope) -> np.ndarray:
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
-                          logits_all=True, n_threads=2, verbose=False, type_k=0, type_v=0,
-                          **rope)  # fmt: skip
-    try:
-        llm.eval(ids)
-        return _log_probs(np.array(llm.scores[: len(ids)]))
-    finally:
-        llm.close()
-
-
 def _searched(spec: RopeSpec) -> RopeScaling:
     # a λ curve of the shape searches find: 1 on the fast dimensions, rising past the target ratio
     n = spec.n_factors
@@ -83,12 +56,12 @@ def test_llama_cpp_runs_the_exported_factors_as_our_patched_model(tiny) -> None:
     spec = RopeSpec.from_config(model.config)
     scaling = _searched(spec)
     done = export_gguf(source, folder / "searched.gguf", scaling, spec=spec, target_length=TARGET)
-    ours = _ours(model, ids, scaling)
-    theirs = _llama_cpp(done.path, ids, TARGET)
+    ours = our_log_probs(model, ids, scaling)
+    theirs = llama_cpp_log_probs(done.path, ids, TARGET)
     assert np.abs(ours - theirs).max() < CLOSE
     # the source at the same length: the same weights without the factors, a different model
-    plain = _llama_cpp(source, ids, TARGET)
-    assert np.abs(_ours(model, ids) - plain).max() < CLOSE  # both implementations agree on it
+    plain = llama_cpp_log_probs(source, ids, TARGET)
+    assert np.abs(our_log_probs(model, ids) - plain).max() < CLOSE  # both agree on it
     assert np.abs(ours - plain).max() > 10 * CLOSE  # and the factors change it
     nll = {k: -v[np.arange(TARGET - 1), ids[1:]].mean() for k, v in
            {"ours": ours, "theirs": theirs, "plain": plain}.items()}  # fmt: skip
@@ -99,9 +72,10 @@ def test_llama_cpp_runs_the_exported_factors_as_our_patched_model(tiny) -> None:
 def test_llama_cpp_yarn_agrees_with_ours(tiny) -> None:
     folder, source, model, ids = tiny
     spec = RopeSpec.from_config(model.config)
-    ours = _ours(model, ids, yarn(spec, TARGET))
-    theirs = _llama_cpp(source, ids, TARGET, rope_scaling_type=llama_cpp.LLAMA_ROPE_SCALING_TYPE_YARN,
-                        rope_freq_scale=TRAINED / TARGET, yarn_orig_ctx=TRAINED)  # fmt: skip
+    ours = our_log_probs(model, ids, yarn(spec, TARGET))
+    theirs = llama_cpp_log_probs(source, ids, TARGET,
+                                 rope_scaling_type=llama_cpp.LLAMA_ROPE_SCALING_TYPE_YARN,
+                                 rope_freq_scale=TRAINED / TARGET, yarn_orig_ctx=TRAINED)  # fmt: skip
     assert np.abs(ours - theirs).max() < CLOSE
 
 
@@ -114,10 +88,11 @@ def test_a_context_within_the_trained_window_uses_the_short_factors(tiny) -> Non
     # the short factors (the pretrained frequencies) with the attention factor, which llama.cpp
     # applies at every context size, as transformers' longrope does
     as_short = RopeScaling(np.ones(spec.n_factors), 0, searched.attention_scale, method="none")
-    theirs = _llama_cpp(done.path, short, TRAINED)
-    assert np.abs(theirs - _ours(model, short, as_short)).max() < CLOSE
-    assert np.abs(theirs - _ours(model, short, searched)).max() > 10 * CLOSE
+    theirs = llama_cpp_log_probs(done.path, short, TRAINED)
+    assert np.abs(theirs - our_log_probs(model, short, as_short)).max() < CLOSE
+    assert np.abs(theirs - our_log_probs(model, short, searched)).max() > 10 * CLOSE
     # the freqs form has one factor set: the long factors at every context size
     freqs = export_gguf(source, folder / "freqs.gguf", searched, spec=spec, target_length=TARGET,
                         form="freqs")  # fmt: skip
-    assert np.abs(_llama_cpp(freqs.path, short, TRAINED) - _ours(model, short, searched)).max() < CLOSE
+    theirs = llama_cpp_log_probs(freqs.path, short, TRAINED)
+    assert np.abs(theirs - our_log_probs(model, short, searched)).max() < CLOSE

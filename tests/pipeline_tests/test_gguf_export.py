@@ -10,13 +10,19 @@ import numpy as np
 import pytest
 
 from longrope_opt.cli import main
+from longrope_opt.models import load_model
 from longrope_opt.models import smollm2_gguf
+from longrope_opt.studies import study_winner
+from tests.conftest import save_tiny_model_dir
+from tests.conftest import write_tiny_corpus
+from tests.gguf_tiny import llama_cpp_log_probs
+from tests.gguf_tiny import our_log_probs
 from tests.gguf_tiny import write_tiny_llama_gguf
 
 
-def _search(model: str, corpus: str, storage: str, name: str, *extra: str) -> int:
+def _search(model: str, corpus: str, storage: str, name: str, length: str, *extra: str) -> int:
     return main([
-        "search", "--model", model, "--corpus", corpus, "--target-length", "1024",
+        "search", "--model", model, "--corpus", corpus, "--target-length", length,
         "--samples", "1", "--storage", storage, "--study-name", name, "--n-trials", "2",
         "--population-size", "4", "--num-mutations", "1", "--num-crossovers", "1",
         "--num-parents", "2", "--dtype", "float32", "--no-fuse", *extra,
@@ -25,6 +31,8 @@ def _search(model: str, corpus: str, storage: str, name: str, *extra: str) -> in
 
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
+    """A study of the tiny GGUF model, and two of a transformers directory (fast to load) with
+    n_hat 0 and 4, in one storage."""
     folder = tmp_path_factory.mktemp("gguf-studies")
     model = write_tiny_llama_gguf(folder / "tiny.gguf", smollm2_gguf())
     corpus = folder / "corpus"
@@ -32,8 +40,11 @@ def studies(tmp_path_factory):
     for i in range(2):  # ordinary English: SmolLM2's tokenizer
         (corpus / f"d{i}.txt").write_text(" ".join(f"the word {j} of text {i}." for j in range(300)))
     storage = f"sqlite:///{folder / 's.db'}"
-    assert _search(str(model), str(corpus), storage, "plain", "--n-hat", "0") == 0
-    assert _search(str(model), str(corpus), storage, "n-hat", "--n-hat", "4") == 0
+    assert _search(str(model), str(corpus), storage, "plain", "1024", "--n-hat", "0") == 0
+    directory = save_tiny_model_dir(folder / "dir")
+    words = write_tiny_corpus(folder / "words")
+    for name, n_hat in (("dir-plain", "0"), ("dir-nhat", "4")):
+        assert _search(directory, words, storage, name, "256", "--n-hat", n_hat) == 0
     return folder, storage
 
 
@@ -58,23 +69,13 @@ def test_export_writes_the_winner_into_a_copy_of_the_models_gguf(studies, capsys
 
 
 @pytest.mark.parametrize("case", ["exists", "n_hat", "not_a_gguf", "suffix"])
-def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
-    studies, tiny_model_dir, tiny_corpus, tmp_path, capsys, case
-) -> None:
+def test_bad_input_is_one_line_exit_2_and_nothing_is_written(studies, tmp_path, capsys, case):
     folder, storage = studies
     out = tmp_path / ("x.bin" if case == "suffix" else "x.gguf")
-    name = {"n_hat": "n-hat"}.get(case, "plain")
+    # n_hat: a winner with n_hat 4; not_a_gguf: a transformers model directory, no GGUF to copy
+    name = {"n_hat": "dir-nhat", "not_a_gguf": "dir-plain"}.get(case, "plain")
     if case == "exists":
         out.write_text("keep me")
-    if case == "not_a_gguf":  # a transformers model directory: no GGUF to copy
-        storage = f"sqlite:///{tmp_path / 'dir.db'}"
-        name = "tiny"
-        assert main([
-            "search", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--target-length",
-            "256", "--samples", "1", "--storage", storage, "--study-name", name, "--n-trials",
-            "1", "--dtype", "float32", "--no-fuse", "--n-hat", "0",
-        ]) == 0  # fmt: skip
-        capsys.readouterr()
     code = main(["export", "--storage", storage, "--study-name", name,
                  "-o", str(tmp_path / "f.json"), "--gguf", str(out)])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
@@ -90,8 +91,10 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(
 def test_drop_n_hat_writes_it_and_says_what_was_dropped(studies, tmp_path, capsys) -> None:
     folder, storage = studies
     out = tmp_path / "n.gguf"
-    code = main(["export", "--storage", storage, "--study-name", "n-hat", "-o",
-                 str(tmp_path / "f.json"), "--gguf", str(out), "--drop-n-hat"])  # fmt: skip
+    # the directory's tiny Llama has the tiny GGUF's rotary dimensions: its GGUF stands in
+    code = main(["export", "--storage", storage, "--study-name", "dir-nhat", "-o",
+                 str(tmp_path / "f.json"), "--gguf", str(out), "--drop-n-hat",
+                 "--gguf-source", str(folder / "tiny.gguf")])  # fmt: skip
     assert code == 0 and out.is_file()
     assert "dropped: n_hat=4" in capsys.readouterr().out
 
@@ -115,13 +118,27 @@ def test_extend_of_a_gguf_ends_with_a_gguf_llama_cpp_runs(studies, tmp_path, cap
     long = next(t for t in reader.tensors if t.name == "rope_factors_long.weight")
     np.testing.assert_allclose(long.data, factors["rope_parameters"]["long_factor"], rtol=1e-6)
     assert (out / "Modelfile").read_text() == "FROM ./model.gguf\nPARAMETER num_ctx 1024\n"
+    # llama.cpp itself runs it as our patched model runs the winner (tests/integration has more)
+    pytest.importorskip("llama_cpp", reason="the llama-cpp extra (.ci/run installs it)")
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'e.db'}"
+    (name,) = [s.study_name for s in optuna.get_all_study_summaries(storage)
+               if s.study_name.startswith("extend-")]  # fmt: skip
+    study = optuna.load_study(study_name=name, storage=storage)
+    model, _ = load_model(str(folder / "tiny.gguf"), dtype="float32", device="cpu")
+    ids = np.random.default_rng(1).integers(0, model.config.vocab_size, 1024).tolist()
+    ours = our_log_probs(model, ids, study_winner(study).scaling)
+    theirs = llama_cpp_log_probs(out / "model.gguf", ids, 1024)
+    nll = [-lp[np.arange(1023), ids[1:]].mean() for lp in (ours, theirs)]
+    assert abs(nll[0] - nll[1]) < 1e-5 * nll[0]
 
 
-def test_extend_asked_for_a_gguf_of_a_model_without_one_is_one_line(
-    tiny_model_dir, tiny_corpus, tmp_path, capsys
-) -> None:
-    code = main(["extend", tiny_model_dir, "--to", "256", "--corpus", tiny_corpus, "--gguf",
-                 "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--out", str(tmp_path / "o")])  # fmt: skip
+def test_extend_asked_for_a_gguf_of_a_model_without_one_is_one_line(studies, tmp_path, capsys):
+    folder, _ = studies
+    code = main(["extend", str(folder / "dir"), "--to", "256", "--corpus", str(folder / "words"),
+                 "--gguf", "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--out",
+                 str(tmp_path / "o")])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "is not a GGUF" in err[0], err
     assert not (tmp_path / "o").exists() and not (tmp_path / "e.db").exists()
