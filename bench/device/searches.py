@@ -38,6 +38,12 @@ B_BUDGETS = ("90s", "2m", "3m")
 CLASSIC = "none,pi,ntk,yarn,yarn-cd,ntk-cd"
 #: Held-out documents and passkeys of each table.
 DOCS, KEYS = 5, 20
+#: From this ratio on the built-in corpus has too few documents of the length for a search (one of
+#: 64k tokens, none of 128k: the H100 run's 8x and 16x exited 2 at once): the search also reads
+#: the carried books, and the validation the books it did not read (8 carried: 6 hold 64k, 5 128k).
+BOOKS_FROM = 8
+#: Held-out documents the validation gets at a ratio where the search reads books too.
+DOCS_AFTER_BOOKS = {8: 3, 16: 2}
 #: Run C: fine-tuning steps and documents (the same for both models), and its lengths.
 C_STEPS, C_SAMPLES, C_LENGTHS = 40, 16, (32768, 65536)
 #: The 4× factors committed from the CPU search, for run C without run B's study.
@@ -76,12 +82,16 @@ def run_b_commands(length: int, budget: str, work: Path, held_out: Path | None,
     storage = f"sqlite:///{work / f'extend-{r}.db'}"
     out = work / f"out-{r}"
     held = ["--held-out", str(held_out)] if held_out is not None else []
+    times = length // target.trained
+    books = held_out is not None and times >= BOOKS_FROM
+    search = ["--corpus", f"builtin,{held_out}"] if books else []
     extend = [*CLI, "extend", target.model, "--to", str(length), "--budget", budget,
               "--storage", storage, "--study-name", f"extend-{r}", "--out", str(out),
-              "--device", target.device, "--no-fuse", *target.extra, *held]  # fmt: skip
+              "--device", target.device, "--no-fuse", *target.extra, *held, *search]  # fmt: skip
     corpus = ["--corpus", str(held_out)] if held_out is not None else []
+    docs = DOCS_AFTER_BOOKS.get(times, 2) if books else DOCS
     validate = [*CLI, "validate", "--study-name", f"extend-{r}", "--storage", storage,
-                "--docs", str(DOCS), "--keys", str(KEYS), "--lengths", str(length),
+                "--docs", str(docs), "--keys", str(KEYS), "--lengths", str(length),
                 "--classic", CLASSIC, "--device", target.device, "--output",
                 str(out / "all-rows"), *corpus]  # fmt: skip
     return [extend, validate]
