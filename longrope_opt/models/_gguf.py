@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models._export import as_pair
 from longrope_opt.models._smollm2 import ALIAS
 from longrope_opt.models._smollm2 import smollm2_gguf
 from longrope_opt.rope import RopeScaling
@@ -152,7 +153,8 @@ def export_gguf(
     if form not in GGUF_FORMS:
         raise InvalidArgumentError(f"`form` must be one of {list(GGUF_FORMS)}, got {form!r}.")
     out = check_gguf_output(output)
-    pair = _pair(scaling, spec)
+    pair = as_pair(scaling, spec)  # a single set: ones as short factors, its own t
+    pair.long.check(spec)
     n_hat = max(pair.long.n_hat, pair.short.n_hat)
     if n_hat > 0 and not drop_n_hat:
         raise InvalidArgumentError(
@@ -208,18 +210,6 @@ def export_gguf(
     if not modelfile.exists():  # another export's Modelfile in the same folder stays
         modelfile.write_text(f"FROM ./{out.name}\nPARAMETER num_ctx {int(target_length)}\n")
     return GgufExport(out, modelfile, form, int(target_length), attention, n_hat)
-
-
-def _pair(scaling: RopeScaling | ShortLongScaling, spec: RopeSpec) -> ShortLongScaling:
-    if isinstance(scaling, ShortLongScaling):
-        return scaling
-    if not isinstance(scaling, RopeScaling):
-        raise InvalidArgumentError(
-            f"`scaling` must be a RopeScaling or ShortLongScaling, got {type(scaling).__name__}."
-        )
-    scaling.check(spec)
-    short = RopeScaling(np.ones(spec.n_factors), 0, scaling.attention_scale, method="none")
-    return ShortLongScaling(short, scaling, spec.original_length)
 
 
 def _write(

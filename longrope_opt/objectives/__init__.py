@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports o
     from longrope_opt.objectives._needle import needle_prompts
     from longrope_opt.objectives._needle import sentence_starts
     from longrope_opt.objectives._needle_objective import NeedlePerplexityObjective
-    from longrope_opt.objectives._passkey import PasskeyObjective
     from longrope_opt.objectives._passkey import PasskeyPrompt
     from longrope_opt.objectives._passkey import PasskeyResult
     from longrope_opt.objectives._passkey import build_passkey_prompt
@@ -40,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports o
     from longrope_opt.objectives._passkey import passkey_prompts
     from longrope_opt.objectives._passkey import passkey_results
     from longrope_opt.objectives._passkey import passkey_trial
+    from longrope_opt.objectives._passkey_objective import PasskeyObjective
     from longrope_opt.objectives._perplexity import PerplexityResult
     from longrope_opt.objectives._perplexity import evaluate_perplexity
     from longrope_opt.objectives._perplexity import window_nll
@@ -63,7 +63,7 @@ _LAZY = {
     "NeedlePerplexityObjective": "_needle_objective",
     "LEAD_IN": "_forms",
     "PASSKEY_FORMS": "_forms",
-    "PasskeyObjective": "_passkey",
+    "PasskeyObjective": "_passkey_objective",
     "PasskeyPrompt": "_passkey",
     "PasskeyResult": "_passkey",
     "build_passkey_prompt": "_passkey",

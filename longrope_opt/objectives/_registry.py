@@ -37,7 +37,7 @@ OBJECTIVES.add(
 )
 OBJECTIVES.add(
     "passkey",
-    "longrope_opt.objectives._passkey:PasskeyObjective",
+    "longrope_opt.objectives._passkey_objective:PasskeyObjective",
     "NLL or error rate of a hidden passkey",
 )
 

@@ -32,6 +32,8 @@ from longrope_opt.space import SHAPES
 from longrope_opt.space import SearchSpace
 from longrope_opt.space import attention_setting
 from longrope_opt.space import n_hat_setting
+from longrope_opt.studies._config_stored import legacy_fields
+from longrope_opt.studies._config_stored import upgraded
 
 
 #: Version of the stored form; `from_dict` refuses a newer one.
@@ -225,49 +227,19 @@ class SearchConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchConfig:
         """Inverse of `to_dict`; unknown keys are an error (a newer release wrote them)."""
-        if "seeds" in data:  # the name a version before this one gave `seed_methods`
-            data = {**{k: v for k, v in data.items() if k != "seeds"}, "seed_methods": data["seeds"]}
+        data = upgraded(data)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidArgumentError(
                 f"search config has unknown keys {unknown}: written by a newer longrope-opt?"
             )
-        # Stored before `seed_methods` existed: those studies were seeded by the paper's three.
-        seeds = data.get("seed_methods", list(PAPER_SEEDS))
-        # Stored before `draw` existed: documents in seed order.
-        draw = data.get("draw", "order")
-        # Stored before `passkey_form` existed: the single-key prompt was the only form (a
-        # config written with the field keeps it, None included: `to_dict` round-trips).
-        form = data.get("passkey_form", "single")
-        options = dict(data.get("sampler_options") or {})
-        if data.get("sampler", "longrope") == "longrope" and "operators" not in options:
-            # stored before the surrogate operators: the LongRoPE sampler ran the paper's
-            options["operators"] = "paper"
-        return cls(**{**data, "draw": draw, "sampler_options": options, "passkey_form": form,
-                      "seed_methods": None if seeds is None else tuple(seeds)})  # fmt: skip
+        return cls(**data)
 
     @classmethod
     def from_legacy(cls, old: dict[str, Any]) -> SearchConfig:
         """The config of a study written before `SearchConfig` (argparse keys)."""
-        sampler = old.get("sampler") or "longrope"
-        evolution = {
-            k: old[k]
-            for k in (
-                "population_size", "num_mutations", "num_crossovers", "num_parents",
-                "mutation_prob",
-            )
-            if old.get(k) is not None
-        }  # fmt: skip
-        return cls(
-            model=old["model"], corpus=old["corpus"], samples=old["samples"], seed=old["seed"],
-            target_length=old["target_length"], n_hat=old.get("n_hat") or "search",
-            attention=old.get("attention") or "longrope", lambda_max=old.get("lambda_max"),
-            recovery=bool(old.get("recovery")), base=old.get("base"), sampler=sampler,
-            sampler_options=evolution if sampler in EVOLUTION_SAMPLERS else {},
-            objective=old.get("objective") or "perplexity", seed_methods=PAPER_SEEDS,
-            draw="order", pruner="none", passkey_form="single",
-        )  # fmt: skip
+        return cls(**legacy_fields(old))
 
     @classmethod
     def from_study(cls, study: Any) -> SearchConfig:
