@@ -15,6 +15,8 @@ what a user of those samplers would write.
 
     python -m bench.landscape_bench                    # every sampler, landscape, scale: 5 seeds
     python -m bench.landscape_bench --samplers gp --landscapes quadratic --scales 4
+    python -m bench.landscape_bench --samplers longrope --first-seed 10 --seeds 20 --trials 30 \
+        --out /tmp/tuning.jsonl                        # tuning seeds, small budgets only
     python -m bench.landscape_bench --table            # print the table from the results file
     python -m bench.landscape_bench --leaders          # the default against the best peer, by cell
 
@@ -260,6 +262,9 @@ def main() -> None:
     parser.add_argument("--landscapes", default="all")
     parser.add_argument("--scales", default="4,8")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds --first-seed … --first-seed + --seeds - 1 (tuning uses 10-29, "
+                        "which the table does not)")
     parser.add_argument("--trials", type=int, default=max(BUDGETS))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--table", action="store_true", help="print the table and exit")
@@ -287,7 +292,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     done = {_key(r) for r in read(args.out) if complete(r, args.trials)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for landscape in landscapes:
             for scale in scales:
                 for sampler in samplers:
