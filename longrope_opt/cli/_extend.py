@@ -26,6 +26,8 @@ EXAMPLES = """examples:
   # your own text to search on, a different kind of text to validate on, a GPU
   longrope-opt extend ./my-model --to 32k --corpus builtin,./books/ --held-out ./papers/ --budget 2h --device cuda
   # interrupted (Ctrl-C, kill -9, a reboot)? run the same command: it continues where it stopped
+  # progressive: 8x from the 4x winner, carried to 64k and tried first after the formula seeds
+  longrope-opt extend smollm2-135m --to 64k --warm-start smol-32k/factors.json --out smol-64k
 
 The stages, in one study (rerun to resume; every stage keeps its output in the storage):
   # search: a LongRoPE evolution on 3 documents taking turns over the corpus's kinds of text,
@@ -70,6 +72,11 @@ def add_parser(sub: Any) -> None:
     add_margin_flag(text)
     add_trained_length_flag(text)
     add_passkey_form_flag(text, default="single", auto=True)
+    parser.add_argument_group("progressive extension").add_argument(
+                      "--warm-start", default=None, metavar="FACTORS",
+                      help="a shorter extension's factors to try first: its factors.json, or "
+                      "study:NAME in --storage; carried to --to (λ^k, k = ln s'/ln s) as "
+                      "LongRoPE extends step by step (default: none)")  # fmt: skip
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
@@ -122,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                         heartbeat_interval=args.heartbeat_interval, seed=args.seed,
                         graceful_interrupt=True, on_plan=show,
                         trained_length=args.trained_length, passkey_form=args.passkey_form,
-                        gguf=args.gguf,
+                        gguf=args.gguf, warm_start=args.warm_start,
                         **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "

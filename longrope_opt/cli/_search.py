@@ -177,6 +177,13 @@ def add_parser(sub: Any) -> None:
         "to it and exports compose both stages",
     )
     stage.add_argument(
+        "--warm-start",
+        default=None,
+        metavar="FACTORS",
+        help="factors to try first after the seeds: a factor JSON from `export`/`extend`, or "
+        "'study:NAME'; carried to --target-length (λ^k, k = ln s'/ln s) (full space, no --base)",
+    )
+    stage.add_argument(
         "--recovery",
         action="store_true",
         help="short-context recovery search: --target-length within the trained window, "
@@ -204,6 +211,7 @@ def config_from_args(args: argparse.Namespace) -> SearchConfig:
         critical_above=args.critical_above,
         recovery=args.recovery,
         base=args.base,
+        warm_start=args.warm_start,
         sampler=args.sampler,
         sampler_options=evolution_kwargs(args) if args.sampler in EVOLUTION_SAMPLERS else {},
         objective=args.objective,

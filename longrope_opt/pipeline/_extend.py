@@ -70,15 +70,17 @@ SEEDS = ("yarn", "yarn-cd", "ntk-cd")
 def extend_config(
     model: str, target_length: int, *, corpus: str = "builtin", seed: int = 0,
     trained_length: int | None = None, passkey_form: str = "single",
+    warm_start: str | None = None,
 ) -> SearchConfig:  # fmt: skip
     """The search `extend` runs: 3 documents taking turns over the corpus's kinds, the
-    population pruner, a 4-passkey retrieval constraint, the YaRN/YaRN-cd/NTK-cd seeds, n̂ = 0,
-    the LongRoPE attention rule, the LongRoPE sampler's default (surrogate) operators."""
+    population pruner, a 4-passkey retrieval constraint, the YaRN/YaRN-cd/NTK-cd seeds (and a
+    shorter extension's factors carried, `warm_start`), n̂ = 0, the LongRoPE attention rule,
+    the LongRoPE sampler's default (surrogate) operators."""
     return SearchConfig(
         model=model, corpus=corpus, samples=3, seed=seed, target_length=target_length, n_hat=0,
         sampler="longrope", sampler_options=dict(EVOLUTION), seed_methods=SEEDS,
         pruner="population", draw="kinds", retrieval_keys=4, trained_length=trained_length,
-        passkey_form=passkey_form,
+        passkey_form=passkey_form, warm_start=warm_start,
     )  # fmt: skip
 
 
@@ -144,6 +146,7 @@ def extend(
     on_plan: Callable[[Plan, bool], None] | None = None,
     passkey_form: str = "single",
     gguf: bool | None = None,
+    warm_start: str | None = None,
 ) -> ExtendResult:
     """Extend `model` to `target_length` tokens and write a model you can ship to `out`.
 
@@ -186,6 +189,10 @@ def extend(
         gguf: Also write ``model.gguf``, the model's GGUF with the winner's factors, for
             llama.cpp (`longrope_opt.models.export_gguf`). None: when the model came as a GGUF
             (a ``.gguf`` file, or the ``smollm2-135m`` alias).
+        warm_start: A shorter extension's factors to try first (progressive extension, as
+            LongRoPE extends 256k → 2048k): its ``factors.json`` or ``"study:NAME"``, carried to
+            `target_length` (`longrope_opt.studies.enqueue_warm_start`). None: none, or what
+            the resumed study has.
 
     Returns:
         An `ExtendResult`.
@@ -206,7 +213,7 @@ def extend(
     if out.exists() and not out.is_dir():
         raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")
     config = extend_config(model, target_length, corpus=corpus, seed=seed,
-                           trained_length=trained_length)  # fmt: skip
+                           trained_length=trained_length, warm_start=warm_start)  # fmt: skip
     name = study_name or f"extend-{config.default_study_name()}"
     if passkey_form == "auto":  # a study keeps its form: resumed on another device too
         passkey_form = _stored_passkey_form(storage, name) or passkey_form

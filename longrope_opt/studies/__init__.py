@@ -52,6 +52,10 @@ from longrope_opt.studies._storage import DEFAULT_STORAGE
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
 from longrope_opt.studies._storage import sqlite_path
+from longrope_opt.studies._warm import WARM_KEY
+from longrope_opt.studies._warm import enqueue_warm_start
+from longrope_opt.studies._warm import warm_start_params
+from longrope_opt.studies._warm import warm_start_record
 from longrope_opt.studies._winner import Winner
 from longrope_opt.studies._winner import best_scaling
 from longrope_opt.studies._winner import best_seed
@@ -110,6 +114,10 @@ __all__ = [
     "reranked_best",
     "reranked_order",
     "resolve_base",
+    "WARM_KEY",
+    "enqueue_warm_start",
+    "warm_start_params",
+    "warm_start_record",
     "resolve_storage_url",
     "run_comparison",
     "run_search",

@@ -34,6 +34,7 @@ from longrope_opt.space import attention_setting
 from longrope_opt.space import n_hat_setting
 from longrope_opt.studies._config_stored import legacy_fields
 from longrope_opt.studies._config_stored import upgraded
+from longrope_opt.studies._warm import check_warm_start
 
 
 #: Version of the stored form; `from_dict` refuses a newer one.
@@ -102,6 +103,9 @@ class SearchConfig:
             `run_search` resolves it: a study keeps the seeds it was created with (the paper's
             PI/NTK/YaRN for studies made before this field); a new full-space first search gets
             PI, NTK, YaRN, YaRN-cd and NTK-cd (LongRoPE2's critical-dimension correction).
+        warm_start: Factors to try first (progressive extension): a factor JSON (`export`,
+            `extend`'s factors.json) or ``"study:NAME"``, carried to `target_length`
+            (`longrope_opt.studies.enqueue_warm_start`); stored resolved. None: the stored one.
         version: Version of this form.
     """
 
@@ -131,6 +135,7 @@ class SearchConfig:
     passkey_form: str | None = None
     seed_methods: tuple[str, ...] | None = None
     trained_length: int | None = None
+    warm_start: str | dict[str, Any] | None = None
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
@@ -198,6 +203,7 @@ class SearchConfig:
         _int("retrieval_keys", self.retrieval_keys, 0)
         if self.passkey_form is not None:
             check_passkey_form(self.passkey_form)
+        check_warm_start(self.warm_start, space=self.space, base=self.base, recovery=self.recovery)
         for name, on in (("pruner 'population'", self.pruner == "population"),
                          ("`retrieval_keys`", self.retrieval_keys > 0)):  # fmt: skip
             if on and self.sampler not in POPULATION_SAMPLERS:
@@ -280,8 +286,9 @@ class SearchConfig:
         return dataclasses.replace(self, model=absolute(self.model), corpus=corpus, base=base)
 
     def settle(
-        self, stored: Any, model_config: Any, base: tuple[Any, int] | None = None
-    ) -> tuple[SearchConfig, SearchSpace, tuple[str, Any, Any] | None]:
+        self, stored: Any, model_config: Any, base: tuple[Any, int] | None = None,
+        warm: dict[str, Any] | None = None,
+    ) -> tuple[SearchConfig, SearchSpace, tuple[str, Any, Any] | None]:  # fmt: skip
         """This search as its study stores it, its space, and how it differs from the search
         the study was created with.
 
@@ -293,6 +300,7 @@ class SearchConfig:
                 to its config).
             model_config: The model's transformers config (its RoPE).
             base: ``(factors, length)`` of the resolved base stage (`resolve_base`), if any.
+            warm: The resolved warm start (`warm_start_record`), if any.
 
         Returns:
             ``(config, space, difference)``: `difference` is `first_difference` against the
@@ -304,21 +312,25 @@ class SearchConfig:
         config = self.resolved().with_stored(before)
         if base is not None:
             config = dataclasses.replace(config, base=record.base_record(*base))
+        if warm is not None:
+            config = dataclasses.replace(config, warm_start=warm)
         space = config.build_space(RopeSpec.from_config(model_config), base)
         difference = None if before is None else before.resolved().first_difference(config)
         return config, space, difference
 
     def with_stored(self, stored: SearchConfig | None) -> SearchConfig:
         """This search with the fields left open (None: `seed_methods`, `draw`, `pruner`,
-        `passkey_form`) resolved: the stored study's, else the default of a new study. A study
-        keeps what it was created with, so a newer release's defaults never change a search
-        mid-way."""
+        `passkey_form`, `warm_start`) resolved: the stored study's, else the default of a new
+        study. A study keeps what it was created with, so a newer release's defaults never
+        change a search mid-way."""
         out = self
         if out.passkey_form is None:
             form = stored.passkey_form if stored is not None else None
             out = dataclasses.replace(out, passkey_form=form or "single")
         if out.draw is None:
             out = dataclasses.replace(out, draw=stored.draw if stored is not None else "kinds")
+        if out.warm_start is None and stored is not None:
+            out = dataclasses.replace(out, warm_start=stored.warm_start)
         if out.pruner is None:
             new = "population" if out.sampler in POPULATION_SAMPLERS else "none"
             out = dataclasses.replace(out, pruner=stored.pruner if stored is not None else new)

@@ -129,41 +129,46 @@ def load_factors(path: str | Path) -> RopeScaling:
 
 
 def resolve_base(
-    source: str | dict[str, Any], *, model_config: Any = None, storage: Any = None
-) -> tuple[RopeScaling, int]:
-    """The base stage of a secondary search: its absolute factors and the length they extend to.
+    source: str | dict[str, Any], *, model_config: Any = None, storage: Any = None,
+    param: str = "base",
+) -> tuple[RopeScaling, int]:  # fmt: skip
+    """The base stage of a secondary search (or a warm start): its absolute factors and the
+    length they extend to.
 
     Args:
         source: ``"config"`` (the model's own RoPE: the identity on top of it, since every
             search acts on the checkpoint as loaded, e.g. a fine-tuned export's factors),
-            ``"study:NAME"`` (that
-            study's best trial and target length, in `storage`), a JSON file written by
-            ``longrope-opt export`` (needs ``target_length``), or a `base_record` dict.
+            ``"study:NAME"`` (that study's best trial and target length, in `storage`), a JSON
+            file written by ``longrope-opt export`` (needs ``target_length``), or a
+            `base_record` dict.
         model_config: The loaded model's config (for ``"config"``).
         storage: Optuna storage (for ``"study:NAME"``).
+        param: The argument the errors name.
 
     Raises:
         InvalidArgumentError: The source is missing, unreadable, or does not say its length.
     """
     if isinstance(source, dict):  # a base record (`record.base_record`)
         return RopeScaling.from_dict(source), int(source["length"])
-    if source == "config":
+    if source == "config" and param == "base":
         return _from_config(model_config)
     if source.startswith("study:"):
         scaling, length = factors_with_length(
-            factors=None, study_name=source[len("study:") :], storage=storage, param="base"
+            factors=None, study_name=source[len("study:") :], storage=storage, param=param
         )
         if not length:
-            raise InvalidArgumentError(f"`base` {source!r} records no target length.")
+            raise InvalidArgumentError(f"`{param}` {source!r} records no target length.")
         return scaling, int(length)
     if not Path(source).is_file():
+        first = "'config', " if param == "base" else ""
         raise InvalidArgumentError(
-            f"`base` must be 'config', 'study:NAME' or a factor JSON file, got {source!r}."
+            f"`{param}` must be {first}'study:NAME' or a factor JSON file, got {source!r}."
         )
     scaling, length = factors_with_length(factors=source, study_name=None, storage=None)
     if length is None:
         raise InvalidArgumentError(
-            f"`base` file {source!r} has no integer `target_length` (the length its factors reach)."
+            f"`{param}` file {source!r} has no integer `target_length` (the length its factors "
+            "reach)."
         )
     return scaling, length
 

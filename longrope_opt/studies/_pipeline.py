@@ -44,6 +44,8 @@ from longrope_opt.studies._stages import run_stages
 from longrope_opt.studies._stages import search_stages
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
+from longrope_opt.studies._warm import enqueue_warm_start
+from longrope_opt.studies._warm import warm_start_record
 
 
 logger = logging.getLogger(__name__)
@@ -121,7 +123,10 @@ def prepare(
     base = None if config.base in (None, "config") else resolve_base(
         config.base, model_config=model_config, storage=storage
     )  # fmt: skip
-    config, space, difference = config.settle(stored, model_config, base)
+    warm, source = None, config.warm_start
+    if isinstance(source, str):  # a source: resolved once, the study keeps the record
+        warm = warm_start_record(*resolve_base(source, storage=storage, param="warm_start"))
+    config, space, difference = config.settle(stored, model_config, base, warm)
     if model is None:
         model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn,
                                       fuse=fuse, trained_length=config.trained_length)  # fmt: skip
@@ -152,6 +157,9 @@ def prepare(
         seed_space=space if config.seed_all else None,
         direction=str(getattr(measure, "direction", "minimize")),
     )  # fmt: skip
+    if isinstance(config.warm_start, dict) and enqueue_warm_start(study, space, config.warm_start):
+        logger.info("warm start: the factors for %d tokens (%s) carried to %d",
+                    config.warm_start["length"], source, config.target_length)  # fmt: skip
     return Search(config, study, model, tokenizer, objective, measure, space, progress)
 
 

@@ -289,3 +289,16 @@ def test_auto_measures_passkeys_in_the_branched_form_on_a_cpu_and_a_resume_keeps
     assert main(_args(tiny, "branched", "--trials", "6", "--passkey-form", "auto")) == 0
     assert "nothing left to measure" in capsys.readouterr().out
     assert main(_args(tiny, "branched", "--trials", "6", "--passkey-form", "single")) == 2
+
+
+def test_warm_start_carries_a_shorter_extension_into_the_longer_search(tiny) -> None:
+    factors = tiny["root"] / "warm-4x.json"  # what `extend --to 256` writes, minus provenance
+    factors.write_text(json.dumps({"factors": [1.0 + 3.0 * i / 7 for i in range(8)],
+                                   "n_hat": 0, "attention_scale": 1.1, "target_length": 256}))  # fmt: skip
+    args = _args(tiny, "warm-8x", "--trials", "6", "--warm-start", str(factors))
+    args[args.index("--to") + 1] = "512"
+    args[args.index("--corpus") + 1] = write_tiny_corpus(tiny["root"] / "long", n_docs=8, words=900)
+    assert main(args) == 0
+    study = _study(tiny, "warm-8x")
+    warm = [t for t in study.trials if t.user_attrs.get("warm_start") == 256]
+    assert len(warm) == 1 and warm[0].state in FINISHED
