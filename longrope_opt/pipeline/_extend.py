@@ -241,6 +241,8 @@ def extend(
     held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
     if not stored:
         record.write_plan(search.study, plan.to_dict())
+    else:  # the time left and the progress bar start where the study is
+        plan = dataclasses.replace(plan, finished=finished_count(search.study))
     if on_plan is not None:  # the caller shows the plan (the CLI prints it)
         on_plan(plan, bool(stored))
     else:
@@ -255,11 +257,12 @@ def extend(
         Export(out, outcome, context, gguf=gguf),
     ]
     forwards = plan.forwards()
-    overall = tqdm(total=round(sum(forwards.values()), 1), desc="extend", unit="fwd",
-                   disable=not progress, position=0)  # fmt: skip
+    overall = tqdm(total=round(sum(forwards.values()), 1), initial=round(plan.done_forwards(), 1),
+                   desc="extend", unit="fwd", disable=not progress, position=0)  # fmt: skip
 
     def advance(stage: Any) -> None:
-        overall.update(round(forwards.get(stage.name, 0.0), 1))
+        done = plan.done_forwards() if stage.name == "search" else 0.0  # counted at the start
+        overall.update(round(forwards.get(stage.name, 0.0) - done, 1))
 
     try:
         seconds = run_stages(search, stages, on_stage=advance)

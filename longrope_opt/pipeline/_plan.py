@@ -77,6 +77,8 @@ class Plan:
         budget: The wall-time budget it was sized to (None: sized by `trials`).
         passkey_form: How passkeys are measured (a plan stored before the forms: single).
         key_cost: A branched key's cost in forwards at this plan's length (`branch_cost`).
+        finished: Search trials a resumed study already holds (not stored: read on resume), so
+            the time left and the progress start where the study is.
     """
 
     seconds_per_forward: float
@@ -91,6 +93,7 @@ class Plan:
     budget: float | None = None
     passkey_form: str = "single"
     key_cost: float = 0.0
+    finished: int = dataclasses.field(default=0, compare=False)
 
     def forwards(self) -> dict[str, float]:
         """Expected forwards per stage (`search`, `guard`, `validate`)."""
@@ -109,10 +112,16 @@ class Plan:
         """Expected wall time of the whole plan."""
         return sum(self.forwards().values()) * self.seconds_per_forward
 
+    def done_forwards(self) -> float:
+        """Forwards of the `finished` trials (their share of the search's; the stages after it
+        are counted whole, as a resumed run checks them anyway)."""
+        return self.forwards()["search"] * min(self.finished, self.trials) / self.trials
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the study record keeps it)."""
         out = dataclasses.asdict(self)
         out["classic"] = list(self.classic)
+        del out["finished"]  # a property of the study now, not of the plan
         return out
 
     @classmethod
@@ -122,10 +131,11 @@ class Plan:
 
     def describe(self, length: int, *, now: Any = None) -> str:
         """The plan in a few lines, with the estimated end time (from `now`, a
-        ``datetime.datetime``; default: this moment)."""
+        ``datetime.datetime``; default: this moment; a resumed plan counts what is left)."""
         now = now or dt.datetime.now()
         fw = self.forwards()
-        end = now + dt.timedelta(seconds=self.seconds)
+        left = self.seconds - self.done_forwards() * self.seconds_per_forward
+        end = now + dt.timedelta(seconds=left)
         val = (f"{self.held_out_docs} held-out documents against {', '.join(self.classic)}, "
                + (f"{self.validation_keys} passkeys" if self.validation_keys else "no passkeys "
                   "(perplexity only)"))  # fmt: skip
@@ -146,8 +156,10 @@ class Plan:
             f"  guard     {guard}   ~{fw['guard']:.0f} forwards",
             f"  validate  {val}   ~{fw['validate']:.0f} forwards",
             "  export    model directory, factors, tables, report",
-            f"  about {format_seconds(self.seconds)}{over}; done around {end:%H:%M} "
-            f"({end:%Y-%m-%d})",
+            f"  about {format_seconds(self.seconds)}{over}"
+            + (f"; {self.finished} of {self.trials} trials done, about {format_seconds(left)} "
+               "left" if self.finished else "")
+            + f"; done around {end:%H:%M} ({end:%Y-%m-%d})",
         ])  # fmt: skip
 
 

@@ -88,3 +88,21 @@ def test_the_branched_form_buys_more_of_the_same_budget_and_is_stored_with_the_p
     old = {k: v for k, v in single.to_dict().items() if k != "passkey_form"}
     assert Plan.from_dict(old).passkey_form == "single"  # a plan stored before the forms
     assert "branched form" in branched.describe(32768)
+
+
+def test_a_resumed_plan_counts_what_is_left_and_is_stored_without_it() -> None:
+    import dataclasses
+    import datetime as dt
+
+    plan = make_plan(300.0, trials=17, **COMMON)
+    now = dt.datetime(2026, 1, 1, 12, 0)
+    resumed = dataclasses.replace(plan, finished=6)
+    assert 0 < resumed.done_forwards() < plan.forwards()["search"] and plan.done_forwards() == 0
+    left = plan.seconds - resumed.done_forwards() * 300.0
+    end = now + dt.timedelta(seconds=left)
+    text = resumed.describe(32768, now=now)
+    assert f"6 of 17 trials done, about {format_seconds(left)} left" in text
+    assert f"done around {end:%H:%M}" in text and "trials done" not in plan.describe(32768, now=now)
+    assert "finished" not in resumed.to_dict() and Plan.from_dict(resumed.to_dict()) == plan
+    # more trials than planned (a budget raised by hand): the search counts whole, never more
+    assert dataclasses.replace(plan, finished=40).done_forwards() == plan.forwards()["search"]
