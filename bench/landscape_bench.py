@@ -216,10 +216,11 @@ def table(records: list[dict], samplers: list[str] | None = None) -> str:
 
 def leaders(records: list[dict], default: str = "longrope") -> str:
     """Per landscape × scale × budget: the default's median regret against the best peer's
-    (the lowest median among the other samplers with every seed at that budget)."""
+    (the lowest median among the other samplers with every seed at that budget), beside the
+    paper's operators (Algorithm 1: the default before the model)."""
     from bench.landscapes import LANDSCAPES
 
-    lines = [f"{'landscape':<16}{'budget':>6}{default:>12}   best peer"]
+    lines = [f"{'landscape':<16}{'budget':>6}{'paper ops':>12}{default:>12}   best peer"]
     behind = 0
     for landscape in LANDSCAPES:
         for scale in sorted({r["scale"] for r in records}):
@@ -237,13 +238,14 @@ def leaders(records: list[dict], default: str = "longrope") -> str:
                     continue
                 peer = min(peers, key=lambda s: peers[s])
                 ours, theirs = meds[default], peers[peer]
+                paper = _num(meds["longrope-paper"]) if "longrope-paper" in meds else "—"
                 if ours <= theirs:
                     verdict = "leads"
                 else:
                     behind += 1
                     ratio = ours / theirs if theirs > 0 else math.inf
                     verdict = f"behind by {ratio:.1f}x"
-                lines.append(f"{landscape + ' ' + str(scale) + 'x':<16}{b:>6}{_num(ours):>12}   "
+                lines.append(f"{landscape + ' ' + str(scale) + 'x':<16}{b:>6}{paper:>12}{_num(ours):>12}   "
                              f"{peer} {_num(theirs)}  {verdict}")  # fmt: skip
     lines.append(f"\n{behind} cells where a peer's median is lower (peers: every sampler but the "
                  "LongRoPE variants; a sampler counts at a budget when all its seeds reached it)")
