@@ -29,12 +29,14 @@ from longrope_opt.samplers._surrogate import QuadraticModel
 
 #: A model step's system attr: ``["model", the value of the trial it started from]`` (one write).
 STEP_KEY = "LongRoPESampler:step"
-#: Complete trials the model needs before it screens anything. Five are the formula seeds, all
-#: near one curve: the slots before the model starts alternate a random monotone vector and a
-#: child of the seeds, so the model's first fit sees the space around them (8 against 6: the
-#: median regret at 10-30 trials 0.88× in geometric mean over the landscapes, on 20 seeds the
-#: benchmark does not use).
-MIN_FIT = 8
+#: Complete trials the model needs before it screens anything, at least.
+MIN_FIT = 6
+#: Trials past the seeds before the model starts. The formula seeds lie near one curve: the
+#: slots between alternate a random monotone vector and a child of the seeds, so the model's
+#: first fit sees the space around them (3 against 1 with the landscapes' 5 seeds: median regret
+#: at 10-100 trials 0.85× in geometric mean, on 20 seeds the benchmark does not use;
+#: `bench/results/small-budgets.txt`).
+EXPLORE = 3
 #: Offspring drawn per screened slot.
 OFFSPRING = 32
 #: Trust region in ln λ: first radius, bounds.
@@ -233,7 +235,8 @@ def surrogate_proposal(
         sign: 1 to minimize, -1 to maximize.
         num_parents: How many of the best trials the offspring come from.
         prob: Per-gene mutation probability.
-        fallback: Parents to use when no complete trial decodes (the seeds).
+        fallback: The seeds: parents when no complete trial decodes; the model starts
+            `EXPLORE` complete trials past their number.
         trust_radius: ``(steps, sign) -> radius``: `radius`, or a `TrustRadius` kept across
             proposals (the same value, cheaper).
     """
@@ -244,7 +247,7 @@ def surrogate_proposal(
         if genome is not None:
             constraints = trial.system_attrs.get("constraints")
             history.append((genome, float(trial.values[0]), constraints))
-    if len(history) < MIN_FIT:
+    if len(history) < max(MIN_FIT, len(fallback) + EXPLORE):
         return None, "", None
     screen = Screen(space, history, sign)
     if not screen.ready:

@@ -42,3 +42,29 @@ def test_seen_keys_look_in_both_sets_without_copying() -> None:
     assert (1.0,) in seen and (3.0,) in seen and (4.0,) not in seen
     finished.add((4.0,))  # a view: the index's later refresh is seen
     assert (4.0,) in seen
+
+
+def test_the_model_starts_explore_trials_past_the_seeds_however_many_seeds() -> None:
+    from longrope_opt.rope import RopeSpec
+    from longrope_opt.samplers import LongRoPESampler
+    from longrope_opt.samplers import enqueue_seeds
+    from longrope_opt.samplers._screen import EXPLORE
+    from longrope_opt.space import SearchSpace
+
+    spec = RopeSpec(head_dim=16, base=10000.0, original_length=64)
+    for seeds in (("yarn", "yarn-cd", "ntk-cd"), ("pi", "ntk", "yarn", "yarn-cd", "ntk-cd")):
+        space = SearchSpace(spec, 256, n_hat=(0,), seeds=seeds)
+        sampler = LongRoPESampler(space=space, seed=0, population_size=6, num_mutations=3,
+                                  num_crossovers=3, num_parents=3)  # fmt: skip
+        study = optuna.create_study(sampler=sampler)
+        enqueue_seeds(study, sampler)
+        target = np.linspace(1.0, 4.0, spec.n_factors)
+
+        def objective(trial: optuna.Trial, space=space, target=target) -> float:
+            factors = space.suggest(trial).factors
+            return float(np.sum((np.log(factors) - np.log(target)) ** 2))
+
+        study.optimize(objective, n_trials=len(seeds) + EXPLORE + 4)
+        stepped = [t.number for t in study.trials if STEP_KEY in t.system_attrs]
+        assert stepped and min(stepped) >= len(seeds) + EXPLORE  # no model before
+        assert min(stepped) <= len(seeds) + EXPLORE + 1  # the first model slot after
