@@ -51,6 +51,8 @@ import numpy as np
 #: long ones.
 BUDGETS = (10, 20, 30, 100, 300)
 PENALTY = 1000.0
+#: Seeds a sampler's median needs to count in `leaders`.
+MIN_SEEDS = 2
 #: Peers first, then the LongRoPE sampler's variants.
 SAMPLERS = ("random", "tpe", "gp", "cmaes", "ngopt", "cma", "twopointsde", "evolution",
             "longrope-paper", "longrope-adaptive", "longrope")  # fmt: skip
@@ -226,11 +228,14 @@ def leaders(records: list[dict], default: str = "longrope") -> str:
         for scale in sorted({r["scale"] for r in records}):
             rows = [r for r in records if r["landscape"] == landscape and r["scale"] == scale]
             for b in BUDGETS:
-                meds = {}
+                meds, seeds = {}, {}
                 for s in {r["sampler"] for r in rows}:
-                    mine = [r for r in rows if r["sampler"] == s]
-                    if mine and all(str(b) in r["regret"] for r in mine):
-                        meds[s] = float(np.median([r["regret"][str(b)] for r in mine]))
+                    # the seeds that reached the budget (GP's 300-trial runs are not all done:
+                    # its 100 column stands on the seeds that ran that far, and says how many)
+                    mine = [r["regret"][str(b)] for r in rows
+                            if r["sampler"] == s and str(b) in r["regret"]]  # fmt: skip
+                    if len(mine) >= MIN_SEEDS:
+                        meds[s], seeds[s] = float(np.median(mine)), len(mine)
                 if default not in meds:
                     continue
                 peers = {s: v for s, v in meds.items() if s != default and not s.startswith("longrope")}
@@ -245,10 +250,12 @@ def leaders(records: list[dict], default: str = "longrope") -> str:
                     behind += 1
                     ratio = ours / theirs if theirs > 0 else math.inf
                     verdict = f"behind by {ratio:.1f}x"
+                few = f" ({seeds[peer]} seeds)" if seeds[peer] < seeds[default] else ""
                 lines.append(f"{landscape + ' ' + str(scale) + 'x':<16}{b:>6}{paper:>12}{_num(ours):>12}   "
-                             f"{peer} {_num(theirs)}  {verdict}")  # fmt: skip
+                             f"{peer} {_num(theirs)}{few}  {verdict}")  # fmt: skip
     lines.append(f"\n{behind} cells where a peer's median is lower (peers: every sampler but the "
-                 "LongRoPE variants; a sampler counts at a budget when all its seeds reached it)")
+                 f"LongRoPE variants; each median over the seeds that reached the budget, at least "
+                 f"{MIN_SEEDS})")
     return "\n".join(lines)
 
 
