@@ -55,7 +55,6 @@ from longrope_opt.studies._storage import sqlite_path
 from longrope_opt.studies._warm import WARM_KEY
 from longrope_opt.studies._warm import enqueue_warm_start
 from longrope_opt.studies._warm import warm_start_params
-from longrope_opt.studies._warm import warm_start_record
 from longrope_opt.studies._winner import Winner
 from longrope_opt.studies._winner import best_scaling
 from longrope_opt.studies._winner import best_seed
@@ -117,7 +116,6 @@ __all__ = [
     "WARM_KEY",
     "enqueue_warm_start",
     "warm_start_params",
-    "warm_start_record",
     "resolve_storage_url",
     "run_comparison",
     "run_search",

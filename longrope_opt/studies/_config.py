@@ -166,9 +166,7 @@ class SearchConfig:
         if not isinstance(self.model, str) or not self.model:
             raise InvalidArgumentError(f"`model` must be a non-empty name, got {self.model!r}.")
         if not isinstance(self.corpus, str) or not self.corpus:
-            raise InvalidArgumentError(
-                f"`corpus` must be a non-empty name, got {self.corpus!r}."
-            )
+            raise InvalidArgumentError(f"`corpus` must be a non-empty name, got {self.corpus!r}.")
         object.__setattr__(self, "n_hat", n_hat_setting(self.n_hat))
         object.__setattr__(self, "attention", attention_setting(self.attention))
         if self.lambda_max is not None and not (
@@ -286,9 +284,8 @@ class SearchConfig:
         return dataclasses.replace(self, model=absolute(self.model), corpus=corpus, base=base)
 
     def settle(
-        self, stored: Any, model_config: Any, base: tuple[Any, int] | None = None,
-        warm: dict[str, Any] | None = None,
-    ) -> tuple[SearchConfig, SearchSpace, tuple[str, Any, Any] | None]:  # fmt: skip
+        self, stored: Any, model_config: Any, base: tuple[Any, int] | None = None, warm: Any = None
+    ) -> tuple[SearchConfig, SearchSpace, tuple[str, Any, Any] | None]:
         """This search as its study stores it, its space, and how it differs from the search
         the study was created with.
 
@@ -300,7 +297,7 @@ class SearchConfig:
                 to its config).
             model_config: The model's transformers config (its RoPE).
             base: ``(factors, length)`` of the resolved base stage (`resolve_base`), if any.
-            warm: The resolved warm start (`warm_start_record`), if any.
+            warm: ``(factors, length)`` of the resolved warm start, if any.
 
         Returns:
             ``(config, space, difference)``: `difference` is `first_difference` against the
@@ -313,7 +310,7 @@ class SearchConfig:
         if base is not None:
             config = dataclasses.replace(config, base=record.base_record(*base))
         if warm is not None:
-            config = dataclasses.replace(config, warm_start=warm)
+            config = dataclasses.replace(config, warm_start=record.base_record(*warm))
         space = config.build_space(RopeSpec.from_config(model_config), base)
         difference = None if before is None else before.resolved().first_difference(config)
         return config, space, difference

@@ -45,7 +45,6 @@ from longrope_opt.studies._stages import search_stages
 from longrope_opt.studies._storage import make_storage
 from longrope_opt.studies._storage import resolve_storage_url
 from longrope_opt.studies._warm import enqueue_warm_start
-from longrope_opt.studies._warm import warm_start_record
 
 
 logger = logging.getLogger(__name__)
@@ -123,9 +122,9 @@ def prepare(
     base = None if config.base in (None, "config") else resolve_base(
         config.base, model_config=model_config, storage=storage
     )  # fmt: skip
-    warm, source = None, config.warm_start
-    if isinstance(source, str):  # a source: resolved once, the study keeps the record
-        warm = warm_start_record(*resolve_base(source, storage=storage, param="warm_start"))
+    source, warm = config.warm_start, None
+    if isinstance(source, str):  # a source is resolved once: the study keeps its record
+        warm = resolve_base(source, storage=storage, param="warm_start")
     config, space, difference = config.settle(stored, model_config, base, warm)
     if model is None:
         model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn,

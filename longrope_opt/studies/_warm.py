@@ -17,7 +17,6 @@ import optuna
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import carry
 
 
@@ -46,15 +45,10 @@ def check_warm_start(warm_start: Any, *, space: str, base: Any, recovery: bool) 
         )
 
 
-def warm_start_record(scaling: RopeScaling, length: int) -> dict[str, Any]:
-    """JSON form of a resolved warm start (what the study's config holds: the factors and the
-    length they reach, not where they came from, so the same factors by another route are the
-    same search)."""
-    return record.base_record(scaling, length)
-
-
 def warm_start_params(space: Any, warm: dict[str, Any]) -> dict[str, Any]:
-    """The trial parameters of a warm start `warm` (a `warm_start_record`) in `space`.
+    """The trial parameters of a warm start `warm` in `space`: its stored record, the factors
+    and the length they reach in `record.base_record`'s form (not where they came from, so the
+    same factors by another route are the same search).
 
     Raises:
         InvalidArgumentError: Another model's factors (their count differs), or a length not

@@ -17,8 +17,8 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.space import SearchSpace
 from longrope_opt.studies import WARM_KEY
 from longrope_opt.studies import SearchConfig
+from longrope_opt.studies import record
 from longrope_opt.studies import warm_start_params
-from longrope_opt.studies import warm_start_record
 
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -31,14 +31,14 @@ EVO = ["--population-size", "4", "--num-mutations", "2", "--num-crossovers", "2"
 def test_carried_by_ln_ratio_onto_the_grid_and_bounds() -> None:
     space8 = SearchSpace(SMOL, 65536, n_hat=(0,))
     ramp = np.linspace(1.0, 5.0, SMOL.n_factors)  # a 4x winner reaching the 4x cap 1.25·4
-    params = warm_start_params(space8, warm_start_record(RopeScaling(ramp, 0, 1.1), 32768))
+    params = warm_start_params(space8, record.base_record(RopeScaling(ramp, 0, 1.1), 32768))
     got = np.array([params[n] for n in space8.names])
     k = math.log(8) / math.log(4)
     np.testing.assert_allclose(got, space8.snap(ramp**k))
     assert got[0] == 1.0 and got[-1] == space8.high  # λ = 1 stays; 5^1.5 > 10 is clipped
     assert np.all(np.diff(got) >= 0)
     # PI at 4x is PI at 8x
-    pi = warm_start_params(space8, warm_start_record(RopeScaling(np.full(32, 4.0)), 32768))
+    pi = warm_start_params(space8, record.base_record(RopeScaling(np.full(32, 4.0)), 32768))
     assert {pi[n] for n in space8.names} == {8.0}
 
 
@@ -51,9 +51,9 @@ def test_refused_where_lambda_is_relative_or_a_ramp() -> None:
         SearchConfig(warm_start="")
     space = SearchSpace(SMOL, 32768, n_hat=(0,))
     with pytest.raises(InvalidArgumentError, match="must hold 32 factors .* got 8"):
-        warm_start_params(space, warm_start_record(RopeScaling(np.ones(8)), 16384))
+        warm_start_params(space, record.base_record(RopeScaling(np.ones(8)), 16384))
     with pytest.raises(InvalidArgumentError, match="past the trained length 8192"):
-        warm_start_params(space, warm_start_record(RopeScaling(np.ones(32)), 8192))
+        warm_start_params(space, record.base_record(RopeScaling(np.ones(32)), 8192))
 
 
 def _search(model, corpus, storage, name, target, n, *extra) -> int:
@@ -81,7 +81,7 @@ def test_cli_search_tries_the_carried_winner_once_and_resumes_without_the_file(
     assert isinstance(config.warm_start, dict) and config.warm_start["length"] == 128
     exported = json.loads(factors.read_text())
     space = config.build_space(RopeSpec.from_config(_config(tiny_model_dir)))
-    expected = warm_start_params(space, warm_start_record(RopeScaling.from_dict(exported), 128))
+    expected = warm_start_params(space, record.base_record(RopeScaling.from_dict(exported), 128))
     assert {n: warm[0].params[n] for n in space.names} == {n: expected[n] for n in space.names}
 
     factors.unlink()  # the study holds the record: resuming needs neither the file nor the flag
