@@ -229,7 +229,7 @@ def leaders(records: list[dict], default: str = "longrope") -> str:
             rows = [r for r in records if r["landscape"] == landscape and r["scale"] == scale]
             for b in BUDGETS:
                 meds, seeds = {}, {}
-                for s in {r["sampler"] for r in rows}:
+                for s in sorted({r["sampler"] for r in rows}):
                     # the seeds that reached the budget (GP's 300-trial runs are not all done:
                     # its 100 column stands on the seeds that ran that far, and says how many)
                     mine = [r["regret"][str(b)] for r in rows
