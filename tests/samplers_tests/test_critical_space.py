@@ -229,3 +229,28 @@ def test_critical_above_is_part_of_the_stored_search() -> None:
     old = {k: v for k, v in config.to_dict().items() if k != "critical_above"}
     assert SearchConfig.from_dict(old).build_space(SMOL).critical_bounds == (c0 - 6, c0 + 6)
     assert config.first_difference(SearchConfig.from_dict(old)) == ("critical_above", 0, None)
+
+
+@pytest.mark.parametrize("shape", ["full", "critical"])
+@pytest.mark.parametrize("target", [16384, 65536])
+def test_a_searched_attention_scale_starts_where_the_fixed_rule_puts_it(
+    shape: str, target: int
+) -> None:
+    # Not on the lower bound of t's range: the seeds of a search over t are the seeds of the
+    # space that fixes t by its default rule, evaluated alike, and t lies inside its range.
+    searched = SearchSpace(SMOL, target, shape=shape, attention="search")
+    fixed = SearchSpace(SMOL, target, shape=shape)
+    lo, hi = searched.attention_bounds
+    pairs = list(zip(searched.seed_params(), fixed.seed_params(), strict=True))
+    assert pairs
+    for (name, params), (same, reference) in pairs:
+        assert name == same
+        t = params["attention_scale"]
+        assert lo < t < hi
+        assert t == pytest.approx(fixed.fixed_attention_scale)
+        assert searched.to_scaling(params) == fixed.to_scaling(reference)
+
+
+def test_a_searched_attention_scale_starts_inside_narrower_bounds() -> None:
+    space = SearchSpace(SMOL, 65536, attention="search", attention_bounds=(1.2, 1.4))
+    assert {p["attention_scale"] for _, p in space.seed_params()} == {1.2}
