@@ -107,7 +107,7 @@ def seed_params(space: _Space) -> list[tuple[str, dict[str, Any]]]:
     if bounds is None:
         return [(m, space.to_params(sc)) for m, sc in seed_scalings(space)]
     s = space.spec.scale(space.target_length)
-    t = search_start(space) if space.attention == "search" else None
+    t = search_start(space)  # encode keeps t only when it is searched
     return [
         (name, space.encode(f, space.n_hat[0], t, critical=c))
         for name, f, c in seed_tails(space.spec, s, space.high, bounds[0])
