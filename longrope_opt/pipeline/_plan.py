@@ -39,9 +39,12 @@ def branch_cost(length: int) -> float:
 #: search of 12 trials: 1.0 (5 of 5 pruned after one document).
 PRUNED_DOCS = 1.5
 #: Share of the candidates that enter the population (they read every document and pay the
-#: retrieval constraint's passkeys); measured there: 0.44 (4 of 9). With `PRUNED_DOCS` the plan
-#: expected 27.2 documents where that search read 26: kept on the cautious side of one search.
-ENTERING = 0.35
+#: retrieval constraint's passkeys): 0.44 in a 16k search (4 of 9, bench/results/fitness-cost.txt)
+#: and 0.64 in the 32k one (9 of 14, experiments/results/extend-4x-cpu.db: the model-guided
+#: candidates are good enough to enter), 13 of 23 together. With it and `PRUNED_DOCS` the 32k
+#: search's 17 trials come to 62 forwards where they read 43 documents and 10 rows of 4 passkeys
+#: (about 63); with the 0.35 used before, the plan said 52.
+ENTERING = 0.55
 #: The classic rows that can be the best past the trained length.
 CONTENDERS = ("yarn", "yarn-cd", "ntk", "ntk-cd")
 #: Validation settings, smallest first: (held-out documents, passkeys, classic rows).
