@@ -43,7 +43,7 @@ PRUNED_DOCS = 1.5
 #: and 0.64 in the 32k one (9 of 14, experiments/results/extend-4x-cpu.db: the model-guided
 #: candidates are good enough to enter), 13 of 23 together. With it and `PRUNED_DOCS` the 32k
 #: search's 17 trials come to 62 forwards where they read 43 documents and 10 rows of 4 passkeys
-#: (about 63); with the 0.35 used before, the plan said 52.
+#: (about 63).
 ENTERING = 0.55
 #: The classic rows that can be the best past the trained length.
 CONTENDERS = ("yarn", "yarn-cd", "ntk", "ntk-cd")
