@@ -107,6 +107,7 @@ def evaluate_perplexity(
     chunk_size: int = 2048,
     on_sample: Callable[[int, PerplexityResult], None] | None = None,
     progress: bool = False,
+    known: Sequence[tuple[float, int]] = (),
 ) -> PerplexityResult:
     """Perplexity of `model` with RoPE `scaling` on `samples`.
 
@@ -125,6 +126,9 @@ def evaluate_perplexity(
         on_sample: Called after each sample with its index and the running result (the objective
             reports to Optuna here; raising ``optuna.TrialPruned`` stops the evaluation).
         progress: Show a progress bar over decoder layers (windows × layers) with its rate.
+        known: ``(Σ NLL, tokens)`` of the first samples, measured before with the same model,
+            scaling and options (a retried trial's, recorded by the run that was killed): taken
+            as they are, not measured again, and passed to `on_sample` like the others.
 
     Returns:
         A `PerplexityResult`.
@@ -149,16 +153,24 @@ def evaluate_perplexity(
             skip_tokens, window, skip_chunks
         )
 
-    total = sum(len(windows_of(ids)[0]) for ids in samples) if progress else 0
+    if len(known) > len(samples):
+        raise InvalidArgumentError(
+            f"`known` holds {len(known)} samples' results, more than the {len(samples)} samples."
+        )
+    todo = samples[len(known) :]
+    total = sum(len(windows_of(ids)[0]) for ids in todo) if progress else 0
     with torch.inference_mode(), _maybe_patch(model, scaling), layer_progress(model, total):
         for i, ids in enumerate(samples):
-            windows, positions = windows_of(ids)
-            nll, count = 0.0, 0
-            for w in windows:
-                w_nll, w_count = window_nll(
-                    model, ids, w, chunk_size=chunk_size, positions=positions
-                )
-                nll, count = nll + w_nll, count + w_count
+            if i < len(known):
+                nll, count = float(known[i][0]), int(known[i][1])
+            else:
+                windows, positions = windows_of(ids)
+                nll, count = 0.0, 0
+                for w in windows:
+                    w_nll, w_count = window_nll(
+                        model, ids, w, chunk_size=chunk_size, positions=positions
+                    )
+                    nll, count = nll + w_nll, count + w_count
             result.sample_nll.append(nll)
             result.sample_tokens.append(count)
             result.nll_sum += nll

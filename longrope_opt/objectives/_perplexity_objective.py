@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from longrope_opt.objectives._perplexity import evaluate_perplexity
 from longrope_opt.rope import RopeScaling
 from longrope_opt.space import SearchSpace
 
+
+logger = logging.getLogger(__name__)
 
 REPORTS = ("running", "sample")
 
@@ -143,6 +146,12 @@ class PerplexityObjective(Objective):
                 value = running.sample_nll[-1] / max(running.sample_tokens[-1], 1)
             self.report(trial, value, i)
 
+        known = _measured_before(trial, len(self.samples))
+        if known:
+            logger.info(
+                "trial %d: %d of %d documents measured by the run it retries, not measured again",
+                trial.number, len(known), len(self.samples),
+            )  # fmt: skip
         result = evaluate_perplexity(
             self.model,
             self.samples,
@@ -154,8 +163,21 @@ class PerplexityObjective(Objective):
             skip_chunks=self.skip_chunks,
             on_sample=on_sample,
             progress=self.progress,
+            known=known,
         )
         return result.ppl
+
+
+def _measured_before(trial: optuna.Trial, n_samples: int) -> list[tuple[float, int]]:
+    # A trial starts with per-sample results only when it retries a killed one: Optuna's
+    # heartbeat retry copies the failed trial's user attrs (`RetryHeartbeatStaleTrialCallback`),
+    # which `_record` wrote after each sample. Same parameters, samples and options (the study's
+    # objective record says so), so those documents need no second forward: at 64k on a CPU each
+    # is a quarter of an hour, and a sitting's end would otherwise lose a whole trial.
+    nll, tokens = trial.user_attrs.get("sample_nll"), trial.user_attrs.get("sample_tokens")
+    if not isinstance(nll, list) or not isinstance(tokens, list) or len(nll) != len(tokens):
+        return []
+    return [(float(n), int(t)) for n, t in zip(nll, tokens)][:n_samples]
 
 
 def _record(trial: optuna.Trial, result: PerplexityResult) -> None:

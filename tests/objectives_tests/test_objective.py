@@ -120,3 +120,58 @@ def test_report_must_be_known() -> None:
     model, samples, space = _setup()
     with pytest.raises(ValueError, match=r"`report` must be one of \['running', 'sample'\]"):
         PerplexityObjective(model, samples, space=space, report="mean")
+
+
+def test_a_retried_trial_measures_only_the_documents_its_killed_run_did_not(
+    tmp_path, monkeypatch
+) -> None:
+    # A sitting that ends kills the running trial; Optuna's heartbeat fails it and queues a retry
+    # carrying its user attrs. The retry must not pay again for documents already measured.
+    from longrope_opt.objectives import _perplexity
+
+    model, samples, space = _setup(k=3)
+    params = space.to_params(yarn(space.spec, 128))
+
+    class KillAtStep1(optuna.pruners.BasePruner):
+        def prune(self, study, trial) -> bool:
+            if 1 in trial.intermediate_values:
+                raise RuntimeError("killed")  # the process dies after its second document
+            return False
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'r.db'}", pruner=KillAtStep1())
+    study.enqueue_trial(params)
+    objective = PerplexityObjective(model, samples, space=space)
+    study.optimize(objective, n_trials=1, catch=(RuntimeError,))
+    killed = study.trials[0]
+    assert killed.state == optuna.trial.TrialState.FAIL
+    assert len(killed.user_attrs["sample_nll"]) == 2
+    optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, killed)
+
+    forwards = []
+    real = _perplexity.window_nll
+    monkeypatch.setattr(
+        _perplexity, "window_nll", lambda *a, **k: forwards.append(1) or real(*a, **k)
+    )
+    study.pruner = optuna.pruners.NopPruner()
+    study.optimize(objective, n_trials=1)
+    retry = study.trials[1]
+    assert retry.params == killed.params
+    assert forwards == [1]  # the third document only
+    direct = evaluate_perplexity(model, samples, space.to_scaling(params))
+    assert math.isclose(retry.value, direct.ppl, rel_tol=1e-5)
+    assert sorted(retry.intermediate_values) == [0, 1, 2]
+    assert retry.user_attrs["sample_tokens"] == [127, 127, 127]
+
+
+def test_a_fresh_trial_measures_every_document(tmp_path, monkeypatch) -> None:
+    from longrope_opt.objectives import _perplexity
+
+    model, samples, space = _setup(k=2)
+    forwards = []
+    real = _perplexity.window_nll
+    monkeypatch.setattr(
+        _perplexity, "window_nll", lambda *a, **k: forwards.append(1) or real(*a, **k)
+    )
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'f.db'}")
+    study.optimize(PerplexityObjective(model, samples, space=space), n_trials=2)
+    assert len(forwards) == 4
