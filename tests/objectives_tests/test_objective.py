@@ -122,13 +122,16 @@ def test_report_must_be_known() -> None:
         PerplexityObjective(model, samples, space=space, report="mean")
 
 
-def test_a_retried_trial_measures_only_the_documents_its_killed_run_did_not(
-    tmp_path, monkeypatch
-) -> None:
+def _count_forwards(model) -> list[int]:
+    # one entry per pass through the decoder's final norm: one per document window
+    seen: list[int] = []
+    model.model.norm.register_forward_hook(lambda *_: seen.append(1))
+    return seen
+
+
+def test_a_retried_trial_measures_only_the_documents_its_killed_run_did_not(tmp_path) -> None:
     # A sitting that ends kills the running trial; Optuna's heartbeat fails it and queues a retry
     # carrying its user attrs. The retry must not pay again for documents already measured.
-    from longrope_opt.objectives import _perplexity
-
     model, samples, space = _setup(k=3)
     params = space.to_params(yarn(space.spec, 128))
 
@@ -147,11 +150,7 @@ def test_a_retried_trial_measures_only_the_documents_its_killed_run_did_not(
     assert len(killed.user_attrs["sample_nll"]) == 2
     optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)(study, killed)
 
-    forwards = []
-    real = _perplexity.window_nll
-    monkeypatch.setattr(
-        _perplexity, "window_nll", lambda *a, **k: forwards.append(1) or real(*a, **k)
-    )
+    forwards = _count_forwards(model)
     study.pruner = optuna.pruners.NopPruner()
     study.optimize(objective, n_trials=1)
     retry = study.trials[1]
@@ -163,15 +162,9 @@ def test_a_retried_trial_measures_only_the_documents_its_killed_run_did_not(
     assert retry.user_attrs["sample_tokens"] == [127, 127, 127]
 
 
-def test_a_fresh_trial_measures_every_document(tmp_path, monkeypatch) -> None:
-    from longrope_opt.objectives import _perplexity
-
+def test_a_fresh_trial_measures_every_document(tmp_path) -> None:
     model, samples, space = _setup(k=2)
-    forwards = []
-    real = _perplexity.window_nll
-    monkeypatch.setattr(
-        _perplexity, "window_nll", lambda *a, **k: forwards.append(1) or real(*a, **k)
-    )
+    forwards = _count_forwards(model)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'f.db'}")
     study.optimize(PerplexityObjective(model, samples, space=space), n_trials=2)
     assert len(forwards) == 4
