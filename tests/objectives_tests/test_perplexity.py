@@ -176,3 +176,19 @@ def test_progress_bar_never_changes_the_result(monkeypatch) -> None:
         model, samples, None, mode="sliding", window=64, stride=32, progress=True
     )
     assert shown.sample_nll == plain.sample_nll
+
+
+def test_known_samples_are_taken_as_given_and_never_more_than_the_samples() -> None:
+    model = build_tiny_model("llama")
+    samples = _samples(3)
+    full = evaluate_perplexity(model, samples, None)
+    first = list(zip(full.sample_nll[:2], full.sample_tokens[:2]))
+    seen: list[int] = []
+    again = evaluate_perplexity(
+        model, samples, None, known=first, on_sample=lambda i, r: seen.append(i)
+    )
+    assert seen == [0, 1, 2]
+    assert again.sample_nll[:2] == full.sample_nll[:2]
+    assert math.isclose(again.ppl, full.ppl, rel_tol=1e-6)
+    with pytest.raises(InvalidArgumentError, match="`known` holds 4"):
+        evaluate_perplexity(model, samples, None, known=first * 2)
