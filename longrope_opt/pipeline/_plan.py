@@ -24,16 +24,21 @@ from longrope_opt.objectives import LEAD_IN
 
 #: A passkey prompt's cost in forwards when the prompts share their beginning.
 PASSKEY_COST = 0.6
-#: A branched key's cost beyond its row's one forward over the haystack, in forwards per
-#: lead-in token per position: its lead-in's queries attend to the whole haystack, so a key
-#: costs about BRANCH_SCALE · lead-in / length forwards (measured: 0.124 of a forward at 16k with
-#: a 2,048-token lead-in, bench/results/passkey-branched.txt).
-BRANCH_SCALE = 1.0
+#: The least a branched key costs beyond its row's one forward over the haystack, in forwards.
+#: Its lead-in's 2,048 queries attend to the whole haystack through a masked attention that runs
+#: well below the causal forward's kernel, so its share of a forward stops falling with the
+#: length: measured 0.124 at 16k (AMD Zen 4, bench/results/passkey-branched.txt), 0.109 at 32k
+#: and 0.084 at 64k (Intel Xeon with AMX: a 20-key row took 227-239 s beside a 78 s forward; a
+#: 4-key row 343 s beside a 257 s one), where lead-in / length says 0.125, 0.063 and 0.031.
+BRANCH_FLOOR = 0.1
 
 
 def branch_cost(length: int) -> float:
-    """Forwards one branched key costs at `length` (`BRANCH_SCALE`; at most one forward)."""
-    return min(1.0, BRANCH_SCALE * LEAD_IN / max(length, 1))
+    """Forwards one branched key costs at `length`: lead-in / length, at least `BRANCH_FLOOR`
+    (and at most one forward)."""
+    return min(1.0, max(LEAD_IN / max(length, 1), BRANCH_FLOOR))
+
+
 #: Expected documents read by a candidate that does not enter the population (the population
 #: pruner stops most after the first document). bench/results/fitness-cost.txt counts the 16k
 #: search of 12 trials: 1.0 (5 of 5 pruned after one document).
