@@ -172,8 +172,8 @@ def _measured_before(trial: optuna.Trial, n_samples: int) -> list[tuple[float, i
     # A trial starts with per-sample results only when it retries a killed one: Optuna's
     # heartbeat retry copies the failed trial's user attrs (`RetryHeartbeatStaleTrialCallback`),
     # which `_record` wrote after each sample. Same parameters, samples and options (the study's
-    # objective record says so), so those documents need no second forward: at 64k on a CPU each
-    # is a quarter of an hour, and a sitting's end would otherwise lose a whole trial.
+    # objective record says so), so those documents need no second forward: at 64k a CPU spends
+    # 4-19 minutes on each, and a sitting's end would otherwise lose a whole trial.
     nll, tokens = trial.user_attrs.get("sample_nll"), trial.user_attrs.get("sample_tokens")
     if not isinstance(nll, list) or not isinstance(tokens, list) or len(nll) != len(tokens):
         return []
