@@ -16,6 +16,11 @@ from hypothesis import settings
 # runs two processes) the cores are shared out, so processes do not fight over them.
 _PROCESSES = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 os.environ.setdefault("OMP_NUM_THREADS", str(max(1, min(2, (os.cpu_count() or 2) // _PROCESSES))))
+# Nothing in the suite downloads: offline before anything imports `datasets` (which reads these
+# once, at import), so a name that is not on disk fails at once instead of after the network's
+# timeouts (24 s a test where the network is filtered), and the CLI's subprocesses inherit it.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 # How fast Hypothesis draws an input or runs an example measures the machine's load (two test
 # processes on two cores), not the code: neither is what these tests check.

@@ -24,6 +24,7 @@ from tests.gguf_tiny import our_log_probs
 from tests.gguf_tiny import write_tiny_llama_gguf
 
 
+pytestmark = pytest.mark.llama_cpp
 llama_cpp = pytest.importorskip("llama_cpp", reason="the llama-cpp extra (.ci/run installs it)")
 
 TARGET = 4 * TRAINED

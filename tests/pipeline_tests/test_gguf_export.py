@@ -100,6 +100,7 @@ def test_drop_n_hat_writes_it_and_says_what_was_dropped(studies, tmp_path, capsy
 
 
 @pytest.mark.slow  # a whole `extend`, then llama.cpp (the llama-cpp extra: not in .ci/floor)
+@pytest.mark.llama_cpp
 def test_extend_of_a_gguf_ends_with_a_gguf_llama_cpp_runs(studies, tmp_path, capsys) -> None:
     folder, _ = studies
     corpus = tmp_path / "corpus"
