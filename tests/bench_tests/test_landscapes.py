@@ -111,3 +111,24 @@ def test_a_shorter_rerun_adds_its_budgets_to_the_longer_run(tmp_path) -> None:
     assert merged["trials"] == 100 and merged["ms_per_trial"] == 900.0
     assert complete(merged, 100) and not complete(merged, 300)
     assert not complete(old, 100)  # recorded before the 10/20 budgets: run again
+
+
+def test_parallel_runs_record_what_one_at_a_time_records_and_resume(tmp_path) -> None:
+    def bench(out: Path, *extra: str) -> list[dict]:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.landscape_bench", "--samplers", "random,longrope",
+             "--landscapes", "quadratic", "--scales", "4", "--seeds", "2", "--trials", "10",
+             "--out", str(out), *extra],
+            capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2],
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return sorted(
+            ({k: v for k, v in json.loads(line).items() if k != "ms_per_trial"}
+             for line in out.read_text().splitlines()),
+            key=lambda r: (r["sampler"], r["seed"]),
+        )  # fmt: skip
+
+    serial = bench(tmp_path / "one.jsonl")
+    parallel = bench(tmp_path / "two.jsonl", "--jobs", "2")
+    assert len(serial) == 4 and parallel == serial
+    assert bench(tmp_path / "two.jsonl", "--jobs", "2") == parallel  # done: nothing run again
