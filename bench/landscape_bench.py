@@ -323,6 +323,7 @@ def main() -> None:
 
 
 def _cell(landscape: str, scale: int, sampler: str, seed: int, trials: int) -> dict:
+    # imported where the run happens: a spawned worker starts from a bare interpreter
     import optuna
 
     from bench.landscapes import build
