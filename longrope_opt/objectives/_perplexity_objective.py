@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from longrope_opt.objectives._base import Objective
 from longrope_opt.objectives._perplexity import MODES
 from longrope_opt.objectives._perplexity import PerplexityResult
 from longrope_opt.objectives._perplexity import evaluate_perplexity
+from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
 from longrope_opt.space import SearchSpace
 
@@ -84,6 +86,8 @@ class PerplexityObjective(Objective):
         self.skip_tokens = skip_tokens
         self.skip_chunks = skip_chunks
         self.report_as = report
+        # First documents measured ahead of their trial (`measure_first_ahead`), by trial params.
+        self._ahead: dict[tuple[str, int], tuple[float, int]] = {}
 
     @staticmethod
     def validate(
@@ -136,6 +140,36 @@ class PerplexityObjective(Objective):
         """Full-length perplexity of `samples` (what a ``skip``-mode search approximates)."""
         return lambda scaling: evaluate_perplexity(self.model, samples, scaling).ppl
 
+    def measure_first_ahead(self, params: dict[str, Any]) -> None:
+        """Measure the first sample for the trial that will have `params`, ahead of that trial.
+
+        `extend` sizes its plan by the time of one forward at the target length: taken as the
+        first queued seed's first document, which its trial then reads instead of measuring it
+        again, the timing costs nothing (a forward at 64k is 4-19 minutes on a CPU). The result
+        stays in this object: a process that stops before that trial runs loses only the saving.
+        """
+        scaling = self.space.suggest(optuna.trial.FixedTrial(params))  # as the trial will
+        with torch.inference_mode(), apply_rope_scaling(self.model, scaling):
+            result = self._evaluate(self.samples[:1])
+        self._ahead[self._ahead_key(params)] = (result.sample_nll[0], result.sample_tokens[0])
+
+    def _ahead_key(self, params: dict[str, Any]) -> tuple[str, int]:
+        # the same numbers on the same first document (a re-ranking copy reads other samples)
+        return json.dumps(params, sort_keys=True), id(self.samples[0])
+
+    def _evaluate(self, samples: Any, **kwargs: Any) -> PerplexityResult:
+        return evaluate_perplexity(
+            self.model,
+            samples,
+            None,  # the caller patched the model with the scaling
+            mode=self.mode,
+            stride=self.stride,
+            window=self.space.target_length,
+            skip_tokens=self.skip_tokens,
+            skip_chunks=self.skip_chunks,
+            **kwargs,
+        )
+
     def measure(self, trial: optuna.Trial, scaling: RopeScaling) -> float:
         """Perplexity of the samples; the running value reported after each sample."""
 
@@ -152,19 +186,14 @@ class PerplexityObjective(Objective):
                 "trial %d: %d of %d documents measured by the run it retries, not measured again",
                 trial.number, len(known), len(self.samples),
             )  # fmt: skip
-        result = evaluate_perplexity(
-            self.model,
-            self.samples,
-            None,  # the base patched the model with `scaling`
-            mode=self.mode,
-            stride=self.stride,
-            window=self.space.target_length,
-            skip_tokens=self.skip_tokens,
-            skip_chunks=self.skip_chunks,
-            on_sample=on_sample,
-            progress=self.progress,
-            known=known,
-        )
+        else:
+            ahead = self._ahead.pop(self._ahead_key(trial.params), None)
+            if ahead is not None:
+                known = [ahead]
+                logger.info("trial %d: its first document was measured ahead (the plan's timing)",
+                            trial.number)  # fmt: skip
+        result = self._evaluate(self.samples, on_sample=on_sample, progress=self.progress,
+                                known=known)  # fmt: skip
         return result.ppl
 
 

@@ -43,6 +43,7 @@ from longrope_opt.pipeline._stages import file_stamps
 from longrope_opt.pipeline._stages import finished_count
 from longrope_opt.pipeline._stages import headline
 from longrope_opt.pipeline._stages import held_out_documents
+from longrope_opt.samplers import next_queued_params
 from longrope_opt.studies import Guard
 from longrope_opt.studies import Rerank
 from longrope_opt.studies import SearchConfig
@@ -315,9 +316,16 @@ def _already_shipped(
 
 
 def time_forward(search: Any) -> float:
-    """Seconds of one forward at the target length on this machine (the search's first
-    document, the model as loaded): what the plan is sized by."""
-    doc = search.measure.samples[0]
+    """Seconds of one forward at the target length on this machine: what the plan is sized by.
+
+    The forward timed is the first queued trial's first document (the first seed's), handed to
+    that trial (`PerplexityObjective.measure_first_ahead`), so sizing the plan costs no forward;
+    an objective without that method is timed on an unscaled forward of the first document."""
+    first = next_queued_params(search.study)
+    ahead = getattr(search.measure, "measure_first_ahead", None)
     start = time.perf_counter()
-    evaluate_perplexity(search.model, [doc], None)
+    if first and ahead is not None:
+        ahead(first)
+    else:
+        evaluate_perplexity(search.model, [search.measure.samples[0]], None)
     return time.perf_counter() - start

@@ -26,6 +26,7 @@ from longrope_opt.samplers._registry import make_pruner
 from longrope_opt.samplers._registry import make_sampler
 from longrope_opt.samplers._seeding import enqueue_seeds
 from longrope_opt.samplers._seeding import enqueue_space_seeds
+from longrope_opt.samplers._seeding import next_queued_params
 from longrope_opt.samplers._state import trial_generation
 from longrope_opt.samplers._state import trial_step
 
@@ -53,6 +54,7 @@ __all__ = [
     "enqueue_space_seeds",
     "make_pruner",
     "make_sampler",
+    "next_queued_params",
     "read_trials",
     "trial_generation",
     "trial_step",

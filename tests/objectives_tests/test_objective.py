@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -167,4 +168,40 @@ def test_a_fresh_trial_measures_every_document(tmp_path) -> None:
     forwards = _count_forwards(model)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'f.db'}")
     study.optimize(PerplexityObjective(model, samples, space=space), n_trials=2)
+    assert len(forwards) == 4
+
+
+def test_a_first_document_measured_ahead_is_read_by_its_trial_once(tmp_path) -> None:
+    # `extend` times its plan on the first seed's first document; that trial must not pay again.
+    model, samples, space = _setup(k=2)
+    params = space.to_params(yarn(space.spec, 128))
+    objective = PerplexityObjective(model, samples, space=space)
+    forwards = _count_forwards(model)
+    objective.measure_first_ahead(params)
+    assert forwards == [1]
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'a.db'}")
+    study.enqueue_trial(params)
+    study.enqueue_trial(params)  # the same numbers again: measured in full, the first is used up
+    study.optimize(objective, n_trials=2)
+    assert len(forwards) == 1 + 1 + 2
+    direct = evaluate_perplexity(model, samples, space.to_scaling(params))
+    for trial in study.trials:
+        assert math.isclose(trial.value, direct.ppl, rel_tol=1e-6)
+        assert trial.user_attrs["sample_tokens"] == [127, 127]
+    assert study.trials[0].user_attrs["sample_nll"] == study.trials[1].user_attrs["sample_nll"]
+
+
+def test_a_first_document_measured_ahead_does_not_serve_other_numbers_or_samples(tmp_path) -> None:
+    model, samples, space = _setup(k=2)
+    params = space.to_params(yarn(space.spec, 128))
+    objective = PerplexityObjective(model, samples, space=space)
+    objective.measure_first_ahead(params)
+    other = copy.copy(objective)  # as re-ranking reads other samples with the same objective
+    other.samples = list(reversed(samples))
+    forwards = _count_forwards(model)
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'b.db'}")
+    study.enqueue_trial(params)
+    study.optimize(other, n_trials=1)
+    assert len(forwards) == 2
+    study.optimize(objective, n_trials=1)  # not enqueued: other numbers, both documents
     assert len(forwards) == 4

@@ -4,6 +4,7 @@ with no stage repeated, and the refusals made before any trial runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -90,14 +91,21 @@ def forwards(monkeypatch):
 
 
 def test_extend_writes_a_model_vanilla_transformers_loads_with_the_same_logits(
-    tiny, capsys, forwards
+    tiny, capsys, forwards, caplog
 ) -> None:
+    caplog.set_level(logging.INFO, logger="longrope_opt.objectives")
     assert main(_args(tiny, "full", "--trials", "8")) == 0
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[0].startswith("plan: one 256-token forward takes")
     study = _study(tiny, "full")
     assert len(study.get_trials(states=FINISHED)) == 8
+    # the plan's timing forward is the first seed's first document, which its trial then reads
+    assert forwards["(before)"] == 1
+    assert [r.getMessage() for r in caplog.records if "measured ahead" in r.getMessage()] == [
+        "trial 0: its first document was measured ahead (the plan's timing)"
+    ]
+    assert study.trials[0].user_attrs["seed"] == "yarn"
     folder = tiny["root"] / "full"
     for name in ("model/config.json", "factors.json", "validation.txt", "validation.csv",
                  "report.html"):  # fmt: skip
