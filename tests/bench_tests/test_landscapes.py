@@ -85,7 +85,7 @@ def test_the_default_sampler_reaches_the_feasible_optimum(seed: int) -> None:
     # The bar: 90 % of the way from the best feasible seed to the feasible optimum in 300 trials.
     # A sampler that only keeps feasibility stays at the seed (0 %); the paper's operators, which
     # creep towards the boundary one gene at a time, close about half the gap
-    # (bench/results/landscapes.txt: 6.0 left of ≈ 12 at 4x, 300 trials).
+    # (bench/results/landscapes.txt: 5.8 left of ≈ 12 at 4x, 300 trials).
     # In a process of its own with one BLAS thread: the model's small solves crawl when threaded
     # BLAS shares the cores with the other test process (90 s instead of 10).
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
