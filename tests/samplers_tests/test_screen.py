@@ -36,6 +36,22 @@ def test_the_kept_radius_equals_the_replayed_one_in_and_out_of_order() -> None:
         assert kept([], 1.0) == radius([], 1.0)  # another study: start over
 
 
+def test_failed_steps_halve_the_radius_and_one_below_the_floor_restarts_it() -> None:
+    from longrope_opt.samplers._screen import RADIUS
+    from longrope_opt.samplers._screen import RADIUS_MIN
+
+    failed = [_step(n, value=2.0, start=1.0) for n in range(12)]  # none beat its start
+    seen = [radius(failed[:k], 1.0) for k in range(len(failed) + 1)]
+    assert seen[0] == RADIUS and all(r >= RADIUS_MIN for r in seen)
+    first_restart = next(k for k in range(1, len(seen)) if seen[k] > seen[k - 1])
+    assert seen[first_restart] == RADIUS and 0.5 * seen[first_restart - 1] < RADIUS_MIN
+    assert all(seen[k] == 0.5 * seen[k - 1] for k in range(1, first_restart))
+    better = _step(12, value=0.5, start=1.0)
+    assert radius([*failed[:2], better], 1.0) == 2 * seen[2]  # a step that beat its start doubles
+    # maximizing, the same steps read the other way: two gains (4x), then a loss (half)
+    assert radius([*failed[:2], better], -1.0) == 2 * RADIUS
+
+
 def test_seen_keys_look_in_both_sets_without_copying() -> None:
     finished, live = {(1.0,), (2.0,)}, {(3.0,)}
     seen = SeenKeys(finished, live)

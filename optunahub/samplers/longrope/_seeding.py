@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from optuna.study import Study
+from optuna.trial import TrialState
 
 from ._longrope import LongRoPESampler
 from ._protocol import EvolutionSpace
+from ._state import FIXED_PARAMS_KEY
 
 
 def enqueue_seeds(
@@ -49,3 +51,13 @@ def _enqueue(
             study.enqueue_trial(params, user_attrs={"seed": method})
             added += 1
     return added
+
+
+def next_queued_params(study: Study) -> dict[str, Any] | None:
+    """The parameters of the queued trial the study runs next (the lowest-numbered waiting
+    trial: Optuna takes them in order), or None when nothing is queued."""
+    queued = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    if not queued:
+        return None
+    params = min(queued, key=lambda t: t.number).system_attrs.get(FIXED_PARAMS_KEY)
+    return dict(params) if params else None
