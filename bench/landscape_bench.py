@@ -16,6 +16,8 @@ what a user of those samplers would write.
     python -m bench.landscape_bench                    # every sampler, landscape, scale: 5 seeds
     python -m bench.landscape_bench --samplers gp --landscapes quadratic --scales 4
     python -m bench.landscape_bench --samplers gp --trials 300 --jobs 2   # two runs at a time
+    python -m bench.landscape_bench --samplers gp --trials 300 --jobs 2 --checkpoints runs/
+                                                       # ... each resumable mid-run
     python -m bench.landscape_bench --samplers longrope --first-seed 10 --seeds 20 --trials 30 \
         --out /tmp/tuning.jsonl                        # tuning seeds, small budgets only
     python -m bench.landscape_bench --table            # print the table from the results file
@@ -87,8 +89,16 @@ def make(name: str, space, seed: int, budget: int, constraints_func=None):
         )
 
 
-def run(instance, sampler_name: str, seed: int, trials: int) -> dict:
-    """One run; returns its JSON record (regret per budget, seconds per trial)."""
+def run(instance, sampler_name: str, seed: int, trials: int,
+        checkpoint: Path | None = None) -> dict:  # fmt: skip
+    """One run; returns its JSON record (regret per budget, seconds per trial).
+
+    With `checkpoint` (a journal file) the run's study lives there, so a run killed part-way
+    (GP to 300 trials is about half an hour of one core) continues from its last finished trial
+    when called again. The continuation is still a run of that sampler from those seeds, but not
+    the trial sequence an uninterrupted run would have made: a sampler's random state restarts
+    from its seed.
+    """
     import optuna
 
     from longrope_opt.samplers import enqueue_space_seeds
@@ -101,8 +111,8 @@ def run(instance, sampler_name: str, seed: int, trials: int) -> dict:
 
     sampler = make(sampler_name, instance.space, seed, trials,
                    constraints_func if native else None)  # fmt: skip
-    study = optuna.create_study(sampler=sampler)
-    if sampler_name != "evolution":
+    study = _study(sampler, checkpoint)
+    if not study.trials and sampler_name != "evolution":
         enqueue_space_seeds(study, instance.space)
 
     def objective(trial) -> float:
@@ -117,11 +127,18 @@ def run(instance, sampler_name: str, seed: int, trials: int) -> dict:
                 value += PENALTY * max(0.0, v)
         return value
 
+    finished = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    before = study.user_attrs.get("seconds", 0.0)  # what the pieces before this one took
     t0 = time.perf_counter()
+
+    def keep_time(study, trial) -> None:
+        study.set_user_attr("seconds", before + time.perf_counter() - t0)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        study.optimize(objective, n_trials=trials)
-    seconds = time.perf_counter() - t0
+        study.optimize(objective, n_trials=max(trials - finished, 0),
+                       callbacks=[keep_time] if checkpoint else None)  # fmt: skip
+    seconds = before + time.perf_counter() - t0
     done = [t for t in study.trials if t.value is not None]
     true = np.array([t.user_attrs["true"] for t in done])
     seen = np.array([t.value for t in done])
@@ -148,6 +165,26 @@ def run(instance, sampler_name: str, seed: int, trials: int) -> dict:
         "regret": regret,
         "ms_per_trial": 1e3 * seconds / max(len(done), 1),
     }
+
+
+def _study(sampler, checkpoint: Path | None):
+    """A fresh in-memory study, or the one in the journal `checkpoint`, with the trial a killed
+    run left running failed (and enqueued again if it was a seed)."""
+    import optuna
+
+    if checkpoint is None:
+        return optuna.create_study(sampler=sampler)
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = JournalStorage(JournalFileBackend(str(checkpoint)))
+    study = optuna.create_study(storage=storage, sampler=sampler, study_name="run",
+                                load_if_exists=True)  # fmt: skip
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        if "fixed_params" in t.system_attrs:
+            study.enqueue_trial(t.system_attrs["fixed_params"])
+    return study
 
 
 def _key(r: dict) -> tuple:
@@ -287,6 +324,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at a time, one process and one thread each (GP to 300 trials "
                         "is hours of one core a run: `--jobs 2` uses both of a 2-core machine)")
+    parser.add_argument("--checkpoints", type=Path, default=None, metavar="DIR",
+                        help="keep each run's study in DIR (a journal file per run), so that a "
+                        "run killed part-way continues from its last trial when the command is "
+                        "run again (default: in memory; a killed run starts over)")
     args = parser.parse_args()
 
     from bench.landscapes import LANDSCAPES
@@ -312,24 +353,29 @@ def main() -> None:
              for landscape in landscapes for scale in scales for sampler in samplers
              if (landscape, scale, sampler, seed) not in done]  # fmt: skip
     if args.jobs == 1:
-        records = (_cell(*cell, args.trials) for cell in cells)
+        records = (_cell(*cell, args.trials, args.checkpoints) for cell in cells)
         _append(records, args.out)
         return
     # Each record is appended as its run ends, in whatever order: `read` keys them by run.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
-        futures = [pool.submit(_cell, *cell, args.trials) for cell in cells]
+        futures = [pool.submit(_cell, *cell, args.trials, args.checkpoints) for cell in cells]
         _append((f.result() for f in as_completed(futures)), args.out)
 
 
-def _cell(landscape: str, scale: int, sampler: str, seed: int, trials: int) -> dict:
+def _cell(landscape: str, scale: int, sampler: str, seed: int, trials: int,
+          checkpoints: Path | None = None) -> dict:  # fmt: skip
     # imported where the run happens: a spawned worker starts from a bare interpreter
     import optuna
 
     from bench.landscapes import build
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    return run(build(landscape, scale, seed), sampler, seed, trials)
+    checkpoint = None
+    if checkpoints is not None:
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        checkpoint = checkpoints / f"{landscape}-{scale}x-{sampler}-seed{seed}-{trials}.log"
+    return run(build(landscape, scale, seed), sampler, seed, trials, checkpoint)
 
 
 def _append(records: Iterable[dict], out: Path) -> None:

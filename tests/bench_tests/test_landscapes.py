@@ -132,3 +132,35 @@ def test_parallel_runs_record_what_one_at_a_time_records_and_resume(tmp_path) ->
     parallel = bench(tmp_path / "two.jsonl", "--jobs", "2")
     assert len(serial) == 4 and parallel == serial
     assert bench(tmp_path / "two.jsonl", "--jobs", "2") == parallel  # done: nothing run again
+
+
+def test_a_checkpointed_run_killed_part_way_continues_where_it_stopped(tmp_path) -> None:
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from bench.landscape_bench import run
+    from longrope_opt.samplers import enqueue_space_seeds
+
+    instance = build("quadratic", 4, seed=0)
+    path = tmp_path / "run.log"
+    # A run killed in its first trial: the seeds enqueued, the first one left running.
+    storage = JournalStorage(JournalFileBackend(str(path)))
+    study = optuna.create_study(storage=storage, study_name="run")
+    enqueue_space_seeds(study, instance.space)
+    study.ask()
+
+    first = run(instance, "random", 0, 12, checkpoint=path)
+    assert first["trials"] == 12
+    study = optuna.load_study(storage=storage, study_name="run")
+    states = [t.state for t in study.trials]
+    assert states[0] == optuna.trial.TrialState.FAIL and states.count(states[1]) == 12
+    seeds = [p for _, p in instance.space.seed_params()]
+    ran = [t.params for t in study.trials if t.value is not None]
+    assert all(any(p == s for p in ran) for s in seeds)  # the killed seed ran again
+
+    longer = run(instance, "random", 0, 20, checkpoint=path)  # the same run, continued
+    assert longer["trials"] == 20
+    assert longer["regret"]["10"] == first["regret"]["10"]
+    assert [t.params for t in optuna.load_study(storage=storage, study_name="run").trials
+            if t.value is not None][:12] == ran  # fmt: skip
