@@ -258,8 +258,10 @@ def extend(
         Export(out, outcome, context, gguf=gguf),
     ]
     forwards = plan.forwards()
+    # Forwards are fractional: one decimal, or the sum of the stages shows as 50.699999999999996.
     overall = tqdm(total=round(sum(forwards.values()), 1), initial=round(plan.done_forwards(), 1),
-                   desc="extend", unit="fwd", disable=not progress, position=0)  # fmt: skip
+                   desc="extend", unit="fwd", disable=not progress, position=0,
+                   bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} fwd [{elapsed}<{remaining}]")  # fmt: skip
 
     def advance(stage: Any) -> None:
         done = plan.done_forwards() if stage.name == "search" else 0.0  # counted at the start
