@@ -94,7 +94,7 @@ def run(instance, sampler_name: str, seed: int, trials: int,
     """One run; returns its JSON record (regret per budget, seconds per trial).
 
     With `checkpoint` (a journal file) the run's study lives there, so a run killed part-way
-    (GP to 300 trials is about half an hour of one core) continues from its last finished trial
+    (GP to 300 trials is minutes of one core, more beside other work) continues from its last trial
     when called again. The continuation is still a run of that sampler from those seeds, but not
     the trial sequence an uninterrupted run would have made: a sampler's random state restarts
     from its seed.
@@ -323,7 +323,7 @@ def main() -> None:
                         help="print, per landscape and budget, the default against the best peer")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at a time, one process and one thread each (GP to 300 trials "
-                        "is hours of one core a run: `--jobs 2` uses both of a 2-core machine)")
+                        "is minutes of one core a run: `--jobs 2` uses both cores of a 2-core machine)")
     parser.add_argument("--checkpoints", type=Path, default=None, metavar="DIR",
                         help="keep each run's study in DIR (a journal file per run), so that a "
                         "run killed part-way continues from its last trial when the command is "
