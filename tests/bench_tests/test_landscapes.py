@@ -164,3 +164,25 @@ def test_a_checkpointed_run_killed_part_way_continues_where_it_stopped(tmp_path)
     assert longer["regret"]["10"] == first["regret"]["10"]
     assert [t.params for t in optuna.load_study(storage=storage, study_name="run").trials
             if t.value is not None][:12] == ran  # fmt: skip
+
+
+def test_a_column_some_seeds_have_not_reached_shows_their_median_and_count() -> None:
+    from bench.landscape_bench import BUDGETS
+    from bench.landscape_bench import table
+
+    def record(sampler: str, seed: int, value: float, last: int) -> dict:
+        regret = {str(b): value for b in BUDGETS if b <= last}
+        return {"landscape": LANDSCAPES[0], "scale": SCALES[0], "sampler": sampler, "seed": seed,
+                "trials": last, "regret": regret, "ms_per_trial": 1.0}  # fmt: skip
+
+    records = [record("random", s, 2.0, 300) for s in range(3)]
+    # one of three seeds at 300 trials, and lower than every complete median: no star yet
+    records += [record("gp", 0, 0.5, 300)] + [record("gp", s, 1.0, 100) for s in (1, 2)]
+    lines = table(records).splitlines()
+    gp = next(line for line in lines if line.startswith("gp (3)"))
+    random_row = next(line for line in lines if line.startswith("random (3)"))
+    assert "0.5000  (1 of 3 seeds)" in gp and "*" not in gp.split("]")[-1]
+    assert random_row.count("*") == 1  # the 300 column's best complete median
+    records[4] = record("gp", 1, 0.7, 300)  # seed 1 run on to 300: a median that counts
+    gp = next(line for line in table(records).splitlines() if line.startswith("gp (3)"))
+    assert "0.6000* (2 of 3 seeds)" in gp
