@@ -218,6 +218,15 @@ def read(path: Path) -> list[dict]:
     return list(records.values())
 
 
+def _reached(rows: list[dict], sampler: str, budget: int) -> list[float]:
+    """The regrets at `budget` of `sampler`'s runs that went that far (GP's 300 is still filling)."""
+    return [
+        r["regret"][str(budget)]
+        for r in rows
+        if r["sampler"] == sampler and str(budget) in r["regret"]
+    ]
+
+
 def table(records: list[dict], samplers: list[str] | None = None) -> str:
     """Median regret [min, max] over seeds, sampler × landscape × scale × budget."""
     from bench.landscapes import LANDSCAPES
@@ -234,9 +243,7 @@ def table(records: list[dict], samplers: list[str] | None = None) -> str:
             best = {}
             for b in BUDGETS:
                 # a median counts for the star on the same terms as in `leaders`
-                reached = [[r["regret"][str(b)] for r in rows if r["sampler"] == s and str(b) in r["regret"]]
-                           for s in names]  # fmt: skip
-                meds = [np.median(v) for v in reached if len(v) >= MIN_SEEDS]
+                meds = [np.median(v) for s in names if len(v := _reached(rows, s, b)) >= MIN_SEEDS]
                 best[b] = min(meds) if meds else math.inf
             for s in names:
                 mine = [r for r in rows if r["sampler"] == s]
@@ -244,21 +251,24 @@ def table(records: list[dict], samplers: list[str] | None = None) -> str:
                     continue
                 cells = []
                 for b in BUDGETS:
-                    v = [r["regret"][str(b)] for r in mine if str(b) in r["regret"]]
+                    v = _reached(mine, s, b)
                     if not v:
                         cells.append("—")
                         continue
                     med = float(np.median(v))
                     mark = "*" if med <= best[b] and len(v) >= MIN_SEEDS else " "
-                    if len(v) < len(mine):  # a column still being run (GP's 300): say on how many seeds
+                    # a column still being run (GP's 300): say on how many seeds
+                    if len(v) < len(mine):
                         cells.append(f"{_num(med)}{mark} ({len(v)} of {len(mine)} seeds)")
                     else:
                         cells.append(f"{_num(med)}{mark} [{_num(min(v))}, {_num(max(v))}]")
                 ms = np.mean([r["ms_per_trial"] for r in mine])
                 lines.append(f"{s + ' (' + str(len(mine)) + ')':<20}"
                              + "".join(f"{c:>27}" for c in cells) + f"{ms:10.1f}")  # fmt: skip
-    lines.append(f"\n* the best median of the column (ties marked alike; a median needs {MIN_SEEDS} seeds); "
-                 "(n) = seeds run; (k of n seeds): the median of the k runs that reached the budget")
+    lines.append(
+        f"\n* the best median of the column (ties marked alike; a median needs {MIN_SEEDS} seeds); "
+        "(n) = seeds run; (k of n seeds): the median of the k runs that reached the budget"
+    )
     return "\n".join(lines)
 
 
@@ -276,10 +286,7 @@ def leaders(records: list[dict], default: str = "longrope") -> str:
             for b in BUDGETS:
                 meds, seeds = {}, {}
                 for s in sorted({r["sampler"] for r in rows}):
-                    # the seeds that reached the budget (GP's 300-trial runs are not all done:
-                    # its 100 column stands on the seeds that ran that far, and says how many)
-                    mine = [r["regret"][str(b)] for r in rows
-                            if r["sampler"] == s and str(b) in r["regret"]]  # fmt: skip
+                    mine = _reached(rows, s, b)
                     if len(mine) >= MIN_SEEDS:
                         meds[s], seeds[s] = float(np.median(mine)), len(mine)
                 if default not in meds:
