@@ -116,8 +116,13 @@ class TrialIndex:
             self._low += 1
         return live
 
+    def finished_below(self) -> int:
+        """The lowest trial number not known to be finished: every trial below it is indexed."""
+        return self._low
+
     def finished(self) -> list[FrozenTrial]:
-        """The finished trials indexed so far, sorted by number (O(trials): once a generation)."""
+        """The finished trials indexed so far, sorted by number (O(trials): once a generation, or
+        once a proposal while the generation before still runs)."""
         return [self._finished[n][0] for n in sorted(self._finished)]
 
     def values(self) -> set[Any]:

@@ -90,7 +90,8 @@ def cached_parents(study: optuna.Study, generation: int) -> list[int] | None:
 
 
 def store_parents(study: optuna.Study, generation: int, numbers: list[int]) -> None:
-    """Cache the parents of `generation` (first writer wins; later readers reuse them)."""
+    """Store the parents of `generation` (once the generation before has finished; read back
+    ever after, by every worker)."""
     study._storage.set_study_system_attr(
         study._study_id, f"{PARENTS_KEY_PREFIX}{generation}", numbers
     )

@@ -116,6 +116,36 @@ def test_pruned_and_failed_trials_never_become_parents() -> None:
         assert numbers and not (numbers & bad)
 
 
+def test_a_generation_begun_early_is_bred_from_what_completed_and_stored_once_all_finished() -> None:
+    """Parallel workers begin generation 1 while generation 0 still runs: its parents are chosen
+    afresh from the trials completed at each ask, never fixed to those (or none) done first."""
+    sampler = _sampler(population_size=4, num_mutations=2, num_crossovers=2, num_parents=2)
+    study = optuna.create_study(sampler=sampler)
+    key = f"{PARENTS_KEY_PREFIX}1"
+
+    def ask() -> optuna.Trial:
+        trial = study.ask()
+        SMALL.suggest(trial)
+        return trial
+
+    def stored() -> dict:
+        return study._storage.get_study_system_attrs(study._study_id)
+
+    first = [ask() for _ in range(4)]  # generation 0, all running
+    study.tell(first[0], state=TrialState.PRUNED)
+    ask()  # generation 1 with nothing of generation 0 complete: bred from no stored parents
+    assert key not in stored() and sampler.get_parents(study, 1) == []
+    study.tell(first[1], 1.0)
+    study.tell(first[2], 0.5)
+    ask()
+    assert [t.number for t in sampler.get_parents(study, 1)] == [2, 1]
+    assert key not in stored()  # trial 3 still runs: not fixed yet
+    study.tell(first[3], 0.1)
+    ask()
+    assert stored()[key] == [3, 2]
+    assert [t.number for t in sampler.get_parents(study, 1)] == [3, 2]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_reaches_known_monotone_optimum_faster_than_random_and_tpe(seed: int) -> None:
     """Monotone-aware evolution vs Optuna samplers searching the raw box (no repair).

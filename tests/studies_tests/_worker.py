@@ -34,6 +34,13 @@ def objective(trial: optuna.Trial, sleep: float, hang_from: int) -> float:
     return float(np.mean((scaling.factors - TARGET) ** 2))
 
 
+def make_sampler(seed: int | None = None) -> LongRoPESampler:
+    """The workers' sampler (a test rebuilds it to read a finished study's generations)."""
+    return LongRoPESampler(
+        space=SPACE, population_size=8, num_mutations=3, num_crossovers=3, num_parents=4, seed=seed
+    )
+
+
 def main() -> None:
     url, name, n_trials, seed, sleep = (
         sys.argv[1],
@@ -46,9 +53,7 @@ def main() -> None:
     heartbeat = int(sys.argv[7]) if len(sys.argv) > 7 else 1
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = make_storage(url, heartbeat_interval=heartbeat)
-    sampler = LongRoPESampler(
-        space=SPACE, population_size=8, num_mutations=3, num_crossovers=3, num_parents=4, seed=seed
-    )
+    sampler = make_sampler(seed)
     study = optuna.create_study(
         study_name=name, storage=storage, sampler=sampler, load_if_exists=True
     )

@@ -14,9 +14,11 @@ import pytest
 from optuna.trial import TrialState
 
 from longrope_opt.cli import main
+from longrope_opt.samplers import LongRoPESampler
 from longrope_opt.samplers._state import GENERATION_KEY
 from longrope_opt.samplers._state import PARENTS_KEY_PREFIX
 from longrope_opt.samplers._state import is_enqueued
+from longrope_opt.studies import space_of_study
 from tests.studies_tests.test_processes import _candidate
 from tests.studies_tests.test_processes import _start
 
@@ -64,9 +66,13 @@ def test_four_workers_share_one_budget_exactly(tiny_model_dir, tiny_corpus, post
     # Generation bookkeeping. A trial that never reached the sampler (two workers passed the
     # budget check together; the later one's trial fails as surplus without sampling) opens no
     # generation; every other trial is tagged, no generation is over its capacity, and the
-    # parents of a generation that was sampled are complete trials of g - 1 or parents of g - 1,
-    # at most K of them.
-    attrs = study._storage.get_study_system_attrs(study._study_id)
+    # parents of a generation that was sampled are complete trials of earlier generations, at
+    # most K of them: those the workers fixed (read back) or, for a generation whose every trial
+    # was sampled before the one before had finished, chosen now.
+    sampler = LongRoPESampler(
+        space=space_of_study(study), population_size=P, num_mutations=N1, num_crossovers=N2,
+        num_parents=K,
+    )  # fmt: skip
     by_gen: dict[int, list] = {}
     for t in study.get_trials(deepcopy=False):
         if "surplus" in t.user_attrs and not is_enqueued(t):
@@ -78,10 +84,12 @@ def test_four_workers_share_one_budget_exactly(tiny_model_dir, tiny_corpus, post
         assert len(trials) <= (P if g == 0 else N1 + N2)
         if g == 0 or all(is_enqueued(t) for t in trials):
             continue  # enqueued trials are evaluated without parents
-        parents = attrs[f"{PARENTS_KEY_PREFIX}{g}"]
-        pool = {t.number for t in by_gen[g - 1] if t.state == TrialState.COMPLETE}
-        pool |= set(attrs.get(f"{PARENTS_KEY_PREFIX}{g - 1}", []))
-        assert 0 < len(parents) <= K and set(parents) <= pool
+        parents = sampler.get_parents(study, g)
+        assert 0 < len(parents) <= K
+        for t in parents:
+            assert t.state == TrialState.COMPLETE and t.system_attrs[GENERATION_KEY] < g
+        stored = study._storage.get_study_system_attrs(study._study_id)
+        assert stored[f"{PARENTS_KEY_PREFIX}{g}"] == [t.number for t in parents]  # fixed now
 
 
 def test_sigkill_a_worker_three_times(postgres_url) -> None:

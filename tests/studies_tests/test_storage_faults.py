@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from longrope_opt.samplers import trial_generation
 from longrope_opt.studies import make_storage
+from tests.studies_tests._worker import make_sampler
 from tests.studies_tests.test_processes import _candidate
 from tests.studies_tests.test_processes import _start
 
@@ -90,16 +91,16 @@ def _check_study(study: optuna.Study, total: int) -> None:
     assert len(complete) == total  # exactly the budget, across workers
     candidates = [_candidate(t) for t in complete]
     assert len(set(candidates)) == total  # no candidate evaluated twice
-    by_number = {t.number: t for t in trials}
-    attrs = study._storage.get_study_system_attrs(study._study_id)  # the sampler's study state
-    parents = {k: v for k, v in attrs.items() if k.startswith("LongRoPESampler:parents:")}
-    generations = {trial_generation(t) for t in complete} - {None, 0}
-    for gen in generations:  # every later generation's parents stored, complete, of its past
-        numbers = parents.get(f"LongRoPESampler:parents:{gen}")
-        assert numbers, f"generation {gen} has no parents stored"
-        for n in numbers:
-            assert by_number[n].state == TrialState.COMPLETE
-            assert (trial_generation(by_number[n]) or 0) < gen
+    # Every later generation's parents: complete trials of its past, as the workers fixed them
+    # in the storage (read back) or, where every trial of a generation was sampled before the
+    # one before had finished, chosen now by the workers' sampler.
+    sampler = make_sampler()
+    for gen in sorted({trial_generation(t) for t in complete} - {None, 0}):
+        parents = sampler.get_parents(study, gen)
+        assert parents, f"generation {gen} has no parents"
+        for parent in parents:
+            assert parent.state == TrialState.COMPLETE
+            assert (trial_generation(parent) or 0) < gen
 
 
 def _tails(folder: Path) -> list[str]:

@@ -183,7 +183,11 @@ class LongRoPESampler(SpaceSampler):
     def get_parents(
         self, study: Study, generation: int, *, refresh: bool = True
     ) -> list[FrozenTrial]:
-        """The parents of `generation` (cached in storage by whichever worker asks first).
+        """The parents of `generation`: the best completed trials of the generation before and
+        of its parents. Stored (then fixed) once every trial of the generation before has
+        finished; until then chosen afresh from what has completed at each ask, so a
+        generation that parallel workers begin early is not bred for good from the few trials
+        (or none) complete when it began.
 
         Args:
             study: The study.
@@ -195,13 +199,13 @@ class LongRoPESampler(SpaceSampler):
             return []
         if refresh:
             self._index.refresh(study)
-        # Read back from the storage once stored there (then they never change): one read per
-        # generation, not one per proposal.
+        # Trials are numbered densely and a generation's numbers follow from the capacities.
+        before = self.generation_capacity(0) + (generation - 1) * self.generation_capacity(1)
+        fixed = self._index.finished_below() >= before  # the generation before is all done
+        # Once fixed, read back from the storage (one read per generation, not per proposal).
         numbers = self._parents.get(generation)
-        if numbers is None:
+        if numbers is None and fixed:
             numbers = _state.cached_parents(study, generation)
-            if numbers is not None:
-                self._parents[generation] = numbers
         if numbers is None:
             pool = {
                 t.number: t
@@ -214,7 +218,10 @@ class LongRoPESampler(SpaceSampler):
             # Complete trials (and earlier parents, which were complete): every value is set.
             ranked = sorted(pool.values(), key=lambda t: rank_key(t, sign, constrained))
             numbers = [t.number for t in ranked[: self._num_parents]]
-            _state.store_parents(study, generation, numbers)
+            if fixed:
+                _state.store_parents(study, generation, numbers)
+        if fixed:
+            self._parents[generation] = numbers
         parents = [self._index.trial(n) for n in numbers]
         return [t for t in parents if t is not None]
 
