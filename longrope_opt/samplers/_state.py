@@ -52,6 +52,12 @@ def trial_step(trial: FrozenTrial) -> str | None:
     return str(kind) if kind == "model" else None
 
 
+def first_number(generation: int, capacity: Any) -> int:
+    """The number of the first trial of `generation` (the inverse of `assign`'s numbering):
+    every trial numbered below it belongs to an earlier generation."""
+    return 0 if generation == 0 else capacity(0) + (generation - 1) * capacity(1)
+
+
 def assign(study: optuna.Study, trial: FrozenTrial, capacity: Any) -> tuple[int, int]:
     """Give `trial` a (generation, slot) and store its generation; a trial that has one keeps it.
 

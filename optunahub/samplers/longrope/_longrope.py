@@ -199,9 +199,10 @@ class LongRoPESampler(SpaceSampler):
             return []
         if refresh:
             self._index.refresh(study)
-        # Trials are numbered densely and a generation's numbers follow from the capacities.
-        before = self.generation_capacity(0) + (generation - 1) * self.generation_capacity(1)
-        fixed = self._index.finished_below() >= before  # the generation before is all done
+        # Trial numbers are dense and say the generation: the generation before is all done
+        # once every trial numbered below this generation's first has finished.
+        before = _state.first_number(generation, self.generation_capacity)
+        fixed = self._index.finished_below() >= before
         # Once fixed, read back from the storage (one read per generation, not per proposal).
         numbers = self._parents.get(generation)
         if numbers is None and fixed:
