@@ -51,6 +51,8 @@ def tiny_config(family: str, **overrides: Any) -> Any:
         "mistral": transformers.MistralConfig,
         "qwen2": transformers.Qwen2Config,
         "phi3": transformers.Phi3Config,
+        # sliding-window layers beside a global one: the banded attention's model
+        "gemma3": transformers.Gemma3TextConfig,
     }
     kwargs: dict[str, Any] = dict(
         hidden_size=64,
@@ -72,6 +74,14 @@ def tiny_config(family: str, **overrides: Any) -> Any:
         kwargs["original_max_position_embeddings"] = TINY_LENGTH
     if family == "mistral":
         kwargs["sliding_window"] = None
+    if family == "gemma3":
+        kwargs.update(
+            head_dim=16, sliding_window=16, layer_types=["sliding_attention", "full_attention"],
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 100000.0},
+            },
+        )  # fmt: skip
     kwargs.update(overrides)
     return classes[family](**kwargs)
 

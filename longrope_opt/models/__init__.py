@@ -1,7 +1,15 @@
-"""Loading models: hub ids, local directories, GGUF files and the offline `smollm2-135m` alias."""
+"""Loading models: hub ids, local directories, GGUF files and the offline aliases (`smollm2-135m`, `gemma3-270m`)."""
 
 from __future__ import annotations
 
+from longrope_opt.models._aliases import ALIAS as DEFAULT_MODEL
+from longrope_opt.models._aliases import ALIASES
+from longrope_opt.models._aliases import Alias
+from longrope_opt.models._aliases import alias_gguf
+from longrope_opt.models._aliases import cache_dir
+from longrope_opt.models._aliases import resolve_alias
+from longrope_opt.models._aliases import resolve_smollm2
+from longrope_opt.models._aliases import smollm2_gguf
 from longrope_opt.models._compute import PATHS
 from longrope_opt.models._compute import ComputePath
 from longrope_opt.models._compute import PathChoice
@@ -23,18 +31,17 @@ from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
 from longrope_opt.models._gguf import GGUF_FORMS
 from longrope_opt.models._gguf import GgufExport
+from longrope_opt.models._gguf import check_gguf_arch
 from longrope_opt.models._gguf import check_gguf_output
 from longrope_opt.models._gguf import export_gguf
 from longrope_opt.models._gguf import gguf_source
+from longrope_opt.models._gguf import read_gguf_arch
 from longrope_opt.models._load import load_model
 from longrope_opt.models._load import load_tokenizer
 from longrope_opt.models._load import read_config
 from longrope_opt.models._loss import chunked_nll
 from longrope_opt.models._loss import decoder_hidden
 from longrope_opt.models._loss import final_logits
-from longrope_opt.models._smollm2 import ALIAS as DEFAULT_MODEL
-from longrope_opt.models._smollm2 import cache_dir
-from longrope_opt.models._smollm2 import smollm2_gguf
 
 
 __all__ = [
@@ -48,6 +55,11 @@ __all__ = [
     "as_pair",
     "cache_dir",
     "smollm2_gguf",
+    "ALIASES",
+    "Alias",
+    "alias_gguf",
+    "resolve_alias",
+    "resolve_smollm2",
     "choose_attention",
     "cuda_path",
     "flash_attention_installed",
@@ -59,7 +71,9 @@ __all__ = [
     "export_model",
     "GGUF_FORMS",
     "GgufExport",
+    "check_gguf_arch",
     "check_gguf_output",
+    "read_gguf_arch",
     "export_gguf",
     "gguf_source",
     "exported_spec",

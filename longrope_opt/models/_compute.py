@@ -186,10 +186,13 @@ def probe_seconds(model: Any, path: ComputePath, *, tokens: int, layers: int, re
     import torch
 
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
+    from longrope_opt.patching import banded_for
     from longrope_opt.patching import set_attention
+    from longrope_opt.patching import sliding_window_of
 
     piece = _slice(model, layers).to(getattr(torch, path.dtype))
-    set_attention(piece, path.attn)
+    banded = sliding_window_of(piece.config) is not None
+    set_attention(piece, banded_for(path.attn) if banded else path.attn)
     ids = torch.randint(0, int(piece.config.vocab_size), (1, tokens))  # (1, T)
     body = piece.get_decoder()
     best = float("inf")

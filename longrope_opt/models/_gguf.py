@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models._aliases import ALIASES
+from longrope_opt.models._aliases import alias_gguf
 from longrope_opt.models._export import as_pair
-from longrope_opt.models._smollm2 import ALIAS
-from longrope_opt.models._smollm2 import smollm2_gguf
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
@@ -41,6 +41,13 @@ from longrope_opt.rope import ShortLongScaling
 GGUF_FORMS = ("longrope", "freqs")
 #: Architectures whose llama.cpp graph reads the factor tensors with the layout written here.
 GGUF_ARCHS = ("llama",)
+#: Architectures whose llama.cpp graph applies no per-dimension factors, and what it does instead
+#: (read in the llama.cpp that llama-cpp-python 0.3.36 vendors, `src/models/<arch>.cpp`).
+NO_FACTORS = {
+    "gemma3": "llama.cpp's gemma3 graph gives ggml_rope_ext no factor tensor on any layer (it "
+              "applies one linear or YaRN scale to the global layers); serve the model "
+              "directory instead (transformers, vLLM)",
+}  # fmt: skip
 #: The tensors this export owns: a source's own are replaced (Llama 3.1's ``rope_freqs``).
 FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 
@@ -83,15 +90,15 @@ def check_gguf_output(path: str | Path, *, param: str = "output") -> Path:
 
 
 def gguf_source(model: str | Path) -> Path:
-    """The GGUF a model name stands for: the ``smollm2-135m`` alias's published file, a ``.gguf``
+    """The GGUF a model name stands for: an alias's published file (``smollm2-135m``, ``gemma3-270m``), a ``.gguf``
     path, or a directory's only ``.gguf`` (one without a transformers ``config.json``).
 
     Raises:
         InvalidArgumentError: A transformers model directory or hub id: there is no GGUF to copy
             (llama.cpp's ``convert_hf_to_gguf.py`` makes one; pass it as the source).
     """
-    if str(model) == ALIAS:
-        return smollm2_gguf()
+    if str(model) in ALIASES:
+        return alias_gguf(str(model))
     path = Path(model).expanduser()
     if path.suffix == ".gguf" and path.is_file():
         return path
@@ -117,6 +124,19 @@ def read_gguf_arch(source: str | Path) -> str:
     except (OSError, ValueError) as exc:
         raise InvalidArgumentError(f"`source` {str(source)!r} is not a GGUF file: {exc}") from exc
     return str(reader.fields["general.architecture"].contents())
+
+
+def check_gguf_arch(arch: str) -> None:
+    """Refuse, in one line, a GGUF architecture llama.cpp runs without per-dimension factors.
+
+    Raises:
+        InvalidArgumentError: `arch` is not one of `GGUF_ARCHS`.
+    """
+    if arch in GGUF_ARCHS:
+        return
+    why = NO_FACTORS.get(arch, f"llama.cpp reads per-dimension RoPE factors this way for "
+                               f"{list(GGUF_ARCHS)} (SmolLM2, Llama, Mistral) only")  # fmt: skip
+    raise InvalidArgumentError(f"GGUF architecture {arch!r} cannot hold the factors: {why}.")
 
 
 def export_gguf(
@@ -163,11 +183,7 @@ def export_gguf(
         )
     reader = gguf.GGUFReader(str(source))
     arch = str(reader.fields["general.architecture"].contents())
-    if arch not in GGUF_ARCHS:
-        raise InvalidArgumentError(
-            f"GGUF architecture {arch!r} is not supported: llama.cpp reads per-dimension RoPE "
-            f"factors this way for {list(GGUF_ARCHS)} (SmolLM2, Llama, Mistral)."
-        )
+    check_gguf_arch(arch)
     native = spec.native()
     long = (native * pair.long.factors).astype(np.float32)
     short = (native * pair.short.factors).astype(np.float32)

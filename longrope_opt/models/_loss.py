@@ -70,6 +70,17 @@ def _chunk(
     return nll, hits
 
 
+#: Logits of one chunk at most (elements): 512 MB in fp32. SmolLM2's 49k vocabulary keeps its
+#: 2,048 positions a chunk; Gemma's 262k takes 512 (2,048 would be 2 GiB of fp32 logits, and
+#: its log-softmax as much again).
+CHUNK_ELEMENTS = 1 << 27
+
+
+def chunk_positions(vocab_size: int, chunk_size: int = 2048) -> int:
+    """Positions per LM-head chunk: `chunk_size`, fewer where the vocabulary is large."""
+    return max(1, min(chunk_size, CHUNK_ELEMENTS // max(1, int(vocab_size))))
+
+
 def chunked_nll(
     model: Any,
     hidden: torch.Tensor,
@@ -85,7 +96,8 @@ def chunked_nll(
         model: The causal LM whose head (and final-logit processing) scores the tokens.
         hidden: Hidden states that predict `targets`, position by position.
         targets: Token ids, on any device.
-        chunk_size: Positions per chunk (peak memory ≈ chunk_size × vocab × 4 bytes).
+        chunk_size: Positions per chunk at most (peak memory ≈ chunk_size × vocab × 4 bytes);
+            fewer for a large vocabulary (`chunk_positions`).
         recompute: Checkpoint each chunk (training: backward recomputes its logits instead of
             keeping them). The sum is then a differentiable fp32 tensor; otherwise fp64.
         count_correct: Count the targets that are the argmax (0 is returned without it).
@@ -98,6 +110,7 @@ def chunked_nll(
     from torch.utils.checkpoint import checkpoint
 
     targets = targets.to(hidden.device)
+    chunk_size = chunk_positions(model.get_output_embeddings().weight.shape[0], chunk_size)
     total = hidden.new_zeros((), dtype=torch.float32 if recompute else torch.float64)
     correct = 0
     for start in range(0, targets.numel(), chunk_size):

@@ -13,6 +13,13 @@ from longrope_opt.patching._attention import ATTENTION_IMPLEMENTATIONS
 from longrope_opt.patching._attention import SDPA_FP32
 from longrope_opt.patching._attention import attention_of
 from longrope_opt.patching._attention import set_attention
+from longrope_opt.patching._banded import BANDED
+from longrope_opt.patching._banded import BANDED_FP32
+from longrope_opt.patching._banded import SlidingBand
+from longrope_opt.patching._banded import band_attention
+from longrope_opt.patching._banded import band_cost
+from longrope_opt.patching._banded import banded_for
+from longrope_opt.patching._banded import sliding_window_of
 from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._compat import keep_rope_fp32
 from longrope_opt.patching._compat import restore_rope_fp32
@@ -32,6 +39,13 @@ __all__ = [
     "SDPA_FP32",
     "attention_of",
     "set_attention",
+    "BANDED",
+    "BANDED_FP32",
+    "SlidingBand",
+    "band_attention",
+    "band_cost",
+    "banded_for",
+    "sliding_window_of",
     "REFUSED",
     "apply_rope_scaling",
     "check_supported",

@@ -13,8 +13,10 @@ from typing import Any
 
 #: Registered name of the fp32-attention implementation.
 SDPA_FP32 = "longrope_sdpa_fp32"
+#: Registered names of the banded attention for sliding-window layers (`_banded`).
+BANDED_NAMES = ("longrope_banded", "longrope_banded_fp32")
 #: Names `set_attention` accepts (and the CLI's attention flag offers).
-ATTENTION_IMPLEMENTATIONS = ("sdpa", SDPA_FP32, "eager", "flash_attention_2")
+ATTENTION_IMPLEMENTATIONS = ("sdpa", SDPA_FP32, "eager", "flash_attention_2", *BANDED_NAMES)
 #: Implementations switched on for a moment by this package (`_prefix.shared_prefix`).
 _INTERNAL = ("longrope_prefix",)
 
@@ -53,6 +55,11 @@ def set_attention(model: Any, name: str) -> None:
         raise ValueError(f"`attn` must be one of {list(ATTENTION_IMPLEMENTATIONS)}, got {name!r}.")
     if name == SDPA_FP32:
         _register()
+    if name in BANDED_NAMES:
+        # the banded module imports torch at its top: only where it is used
+        from longrope_opt.patching._banded import register_banded
+
+        register_banded()
     # Every sub-config (and the model's own) reads `_attn_implementation` at forward time.
     model.config._attn_implementation = name
     for module in model.modules():

@@ -14,6 +14,12 @@ log-sum-exp; the two partial softmaxes are merged exactly by it. No transformers
 is used (its crop API changed within transformers 5), and no (suffix × prefix) mask is built.
 Rotary positions stay exact: the suffix runs with position ids start, start+1, ….
 
+Sliding-window layers (Gemma, Mistral, ...) see only keys within their window by *position*:
+a continuation's rows attend, in one SDPA call under an explicit mask, to the few captured keys
+inside their window and to their own earlier rows inside it; the captured forward itself runs
+banded (`_banded`). The mask hook hands each sliding layer a `SlidingBand`, so the window is
+the model's own, whatever the family passes to its attention.
+
 CPU only: on other devices `shared_prefix` raises and callers run whole sequences.
 """
 
@@ -26,10 +32,17 @@ from typing import Any
 
 import torch
 
+from longrope_opt.patching._attention import BANDED_NAMES
 from longrope_opt.patching._attention import SDPA_FP32
 from longrope_opt.patching._attention import _register as _register_fp32
 from longrope_opt.patching._attention import attention_of
 from longrope_opt.patching._attention import set_attention
+from longrope_opt.patching._banded import BANDED
+from longrope_opt.patching._banded import BANDED_FP32
+from longrope_opt.patching._banded import SlidingBand
+from longrope_opt.patching._banded import is_sliding_mask
+from longrope_opt.patching._banded import register_banded
+from longrope_opt.patching._banded import sliding_window_of
 from longrope_opt.patching._compile import fuse_elementwise
 from longrope_opt.patching._compile import is_fused
 from longrope_opt.patching._compile import unfuse_elementwise
@@ -51,6 +64,7 @@ class _LayerState:
         self.wide = slice(0, 0)  # branch forwards: the captured rows the wide rows also see
         self.key: torch.Tensor | None = None  # (B, KVH, P, D)
         self.value: torch.Tensor | None = None
+        self.positions: torch.Tensor | None = None  # continuation forwards: each row's position
 
 
 def _flash_all(
@@ -109,14 +123,20 @@ def _prefix_attention(
     from transformers import AttentionInterface
 
     state: _LayerState = module.__dict__[_STATE]
+    fp32 = state.inner in (SDPA_FP32, BANDED_FP32)
     if state.capture:  # the shared beginning: an ordinary causal forward, remembered
         state.key, state.value = key, value
-        inner: Any = AttentionInterface._global_mapping[state.inner]
+        name = (BANDED_FP32 if fp32 else BANDED) if attention_mask is not None else state.inner
+        inner: Any = AttentionInterface._global_mapping[name]
         return inner(module, query, key, value, attention_mask, *args, **kwargs)
     assert state.key is not None and state.value is not None
     dtype = query.dtype
-    if state.inner == SDPA_FP32:  # bf16 weights, fp32 attention: as the path's own kernel
+    if fp32:  # bf16 weights, fp32 attention: as the path's own kernel
         query, key, value = query.float(), key.float(), value.float()
+    if isinstance(attention_mask, SlidingBand):
+        out = _window_rows(state, query, key, value, attention_mask.window,
+                           kwargs.get("scaling", getattr(module, "scaling", None)))  # fmt: skip
+        return out.transpose(1, 2).contiguous().to(dtype), None
     pre_k = state.key[:, :, : state.start].to(key.dtype)
     pre_v = state.value[:, :, : state.start].to(value.dtype)
     scale = kwargs.get("scaling", getattr(module, "scaling", None))
@@ -129,9 +149,50 @@ def _prefix_attention(
     return out.transpose(1, 2).contiguous().to(dtype), None  # (B, S, H, D), as transformers'
 
 
-def _no_mask(*args: Any, **kwargs: Any) -> None:
+def _window_rows(
+    state: _LayerState, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    window: int, scale: float | None,
+) -> torch.Tensor:  # fmt: skip
+    """A sliding layer's continuation rows: ``(B, H, S, D)``.
+
+    Row i (position p_i) sees a captured key at position c when c > p_i - window and either
+    c < start, or the row is a wide one and c lies in the wide slice; it sees its own rows j <= i
+    with p_i - p_j < window. Only captured keys within reach of some row are gathered.
+    """
+    assert state.key is not None and state.value is not None and state.positions is not None
+    pos = state.positions.to(query.device)  # (S,)
+    rows = pos.numel()
+    low, high = int(pos.min()) - window + 1, int(pos.max())
+    wide_from = rows if state.wide_from is None else state.wide_from
+    near = torch.arange(max(0, low), min(state.start, high + 1))
+    if wide_from < rows:
+        wide = torch.arange(state.wide.start, state.wide.stop)
+        near = torch.unique(torch.cat([near, wide[(wide >= low) & (wide <= high)]]))
+    near = near.to(query.device)
+    row = torch.arange(rows, device=query.device)[:, None]
+    in_window = (near[None, :] > pos[:, None] - window) & (near[None, :] <= pos[:, None])
+    before = near[None, :] < state.start
+    in_wide = (row >= wide_from) & (near[None, :] >= state.wide.start) & (
+        near[None, :] < state.wide.stop)
+    seen_captured = in_window & (before | in_wide)  # (S, K)
+    seen_own = (row >= row.T) & (pos[:, None] - pos[None, :] < window)  # (S, S)
+    keys = torch.cat([state.key[:, :, near].to(key.dtype), key], dim=2)
+    values = torch.cat([state.value[:, :, near].to(value.dtype), value], dim=2)
+    mask = torch.cat([seen_captured, seen_own], dim=1)
+    rep = query.shape[1] // key.shape[1]
+    return torch.nn.functional.scaled_dot_product_attention(
+        query.contiguous(), keys, values, attn_mask=mask, scale=scale, enable_gqa=rep > 1)
+
+
+def _prefix_mask(*args: Any, **kwargs: Any) -> SlidingBand | None:
     # `_prefix_attention` applies causality itself; a (suffix × total) mask would cost memory.
-    return None
+    # A sliding layer is told its window, whatever the length of the rows at hand.
+    local = kwargs.get("local_size")
+    if local is None:
+        return None
+    if not is_sliding_mask(kwargs["mask_function"], int(local), kwargs.get("device", "cpu")):
+        raise ValueError("shared prefixes support causal and sliding-window masks only.")
+    return SlidingBand(int(local))
 
 
 def _register() -> None:
@@ -141,7 +202,7 @@ def _register() -> None:
 
     if PREFIX_ATTENTION not in AttentionInterface._global_mapping:
         AttentionInterface.register(PREFIX_ATTENTION, _prefix_attention)
-        AttentionMaskInterface.register(PREFIX_ATTENTION, _no_mask)
+        AttentionMaskInterface.register(PREFIX_ATTENTION, _prefix_mask)
 
 
 class SharedPrefix:
@@ -157,6 +218,8 @@ class SharedPrefix:
         ids = ids.to(device)[None]  # (1, T)
         if positions is None:
             positions = torch.arange(start, start + ids.shape[1])
+        for s in self._states:
+            s.positions = positions
         positions = positions.to(device)[None]  # (1, T)
         # An explicit all-ones mask: position ids that do not start at 0 must not be read as
         # packed sequences (transformers' masking_utils.find_packed_sequence_indices).
@@ -221,9 +284,15 @@ class SharedPrefix:
 
 
 def can_share_prefix(model: Any) -> bool:
-    """Whether `shared_prefix` works for `model` (on the CPU, with SDPA attention)."""
+    """Whether `shared_prefix` works for `model`: on the CPU, with SDPA attention (banded or
+    not), and no attention SDPA cannot run (soft-capped logits, attention sinks)."""
     device = model.get_output_embeddings().weight.device
-    return device.type == "cpu" and attention_of(model) in ("sdpa", SDPA_FP32)
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    eager_only = getattr(config, "attn_logit_softcapping", None) is not None or any(
+        hasattr(m, "sinks") for m in model.modules())
+    chunked = bool(getattr(config, "attention_chunk_size", None))
+    sdpa = attention_of(model) in ("sdpa", SDPA_FP32, *BANDED_NAMES)
+    return device.type == "cpu" and sdpa and not eager_only and not chunked
 
 
 @contextlib.contextmanager
@@ -247,6 +316,8 @@ def shared_prefix(model: Any) -> Iterator[SharedPrefix]:
     _register()
     if inner == SDPA_FP32:
         _register_fp32()
+    if sliding_window_of(model.config) is not None or inner in BANDED_NAMES:
+        register_banded()
     fused = is_fused(model)
     if fused:
         unfuse_elementwise(model)

@@ -17,6 +17,7 @@ from typing import Any
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import ALIASES
 from longrope_opt.objectives import OBJECTIVES
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.rope import ATTENTION_RULES
@@ -270,7 +271,7 @@ class SearchConfig:
         are."""
 
         def absolute(value: Any) -> Any:
-            if not isinstance(value, str) or value in ("builtin", "config", "smollm2-135m"):
+            if not isinstance(value, str) or value in ("builtin", "config", *ALIASES):
                 return value
             if value.startswith("study:"):
                 return value

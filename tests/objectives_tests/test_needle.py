@@ -50,7 +50,7 @@ TINY_SPEC = RopeSpec(head_dim=16, base=10000.0, original_length=TINY_LENGTH)
 def bpe_tokenizer():
     from transformers import AutoTokenizer
 
-    from longrope_opt.models._smollm2 import resolve_smollm2
+    from longrope_opt.models import resolve_smollm2
 
     return AutoTokenizer.from_pretrained(resolve_smollm2())
 

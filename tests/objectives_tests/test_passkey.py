@@ -28,7 +28,7 @@ def bpe_tokenizer():
     """SmolLM2's real BPE tokenizer (its text round-trips exactly)."""
     from transformers import AutoTokenizer
 
-    from longrope_opt.models._smollm2 import resolve_smollm2
+    from longrope_opt.models import resolve_smollm2
 
     return AutoTokenizer.from_pretrained(resolve_smollm2())
 
@@ -163,8 +163,12 @@ def test_evaluate_passkey_in_pieces_equals_one_call() -> None:
         evaluate_passkey(model, tok, None, 160, n_trials=5, start=5)
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "phi3"])
-@pytest.mark.parametrize("attn", ["sdpa", "longrope_sdpa_fp32"])
+@pytest.mark.parametrize(("family", "attn"), [
+    *((f, a) for f in ("llama", "mistral", "qwen2", "phi3", "gemma3")
+      for a in ("sdpa", "longrope_sdpa_fp32")),
+    # Gemma 3's sliding layers (window 16 of 200 tokens) banded, as its compute path runs them
+    ("gemma3", "longrope_banded"), ("gemma3", "longrope_banded_fp32"),
+])  # fmt: skip
 def test_shared_prefix_gives_what_one_forward_per_prompt_gives(family: str, attn: str) -> None:
     from longrope_opt import RopeScaling
     from longrope_opt.objectives import passkey_prompts
@@ -210,11 +214,14 @@ def test_shared_prefix_runs_deepest_key_first_and_refuses_other_devices() -> Non
     assert model.config._attn_implementation == "eager"
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2"])
-def test_a_branch_is_one_forward_with_its_mask(family: str) -> None:
+@pytest.mark.parametrize(("family", "attn"), [
+    ("llama", "sdpa"), ("qwen2", "sdpa"), ("gemma3", "sdpa"), ("gemma3", "longrope_banded"),
+])  # fmt: skip
+def test_a_branch_is_one_forward_with_its_mask(family: str, attn: str) -> None:
     # `SharedPrefix.branch` equals one forward over [haystack ‖ key ‖ lead-in ‖ question] in
     # which the haystack does not see the branch, the key sees the haystack before its depth,
     # and the rest sees the haystack but the lead-in's own captured copy (eager attention).
+    # Sliding layers (Gemma 3, window 16) also see only keys within their window by position.
     from longrope_opt.patching import set_attention
     from longrope_opt.patching import shared_prefix
 
@@ -233,11 +240,19 @@ def test_a_branch_is_one_forward_with_its_mask(family: str) -> None:
     positions = torch.cat([torch.arange(L), torch.arange(a, a + 6),
                            torch.arange(L + 6 - w, L + 6 - w + w + 5)])  # fmt: skip
     set_attention(model, "eager")
+
+    def additive(allowed: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(1, 1, n, n).masked_fill(~allowed, float("-inf"))
+
+    mask4: object = additive(mask)
+    window = getattr(model.config, "sliding_window", None)
+    if family == "gemma3":  # one mask per layer type: the sliding one by position
+        near = (positions[:, None] - positions[None, :]).abs() < window
+        mask4 = {"full_attention": mask4, "sliding_attention": additive(mask & near)}
     with torch.inference_mode():
-        mask4 = torch.zeros(1, 1, n, n).masked_fill(~mask, float("-inf"))
         reference = model.get_decoder()(input_ids=ids[None], position_ids=positions[None],
                                         attention_mask=mask4).last_hidden_state[0, L:]  # fmt: skip
-        set_attention(model, "sdpa")
+        set_attention(model, attn)
         with shared_prefix(model) as shared:
             shared.capture(hay)
             branch = shared.branch(a, torch.cat([key, lead, question]), wide_from=6,

@@ -9,13 +9,16 @@ at a length past its trained one:
   steps: ≤ 1e-5 on these logits);
 - searched factors exported (`export_model`) and reloaded give the patched logits (vanilla
   transformers, or our loader where the family has no rope types);
-- the spec read from the config has the module's frequencies.
+- the spec read from the config has the module's frequencies;
+- a family with sliding-window layers gives the same logits with the banded attention
+  (`longrope_opt.patching.BANDED`) as with its own attention and transformers' (n, n) mask.
 Per refused family: `check_supported` raises `UnsupportedModelError` from the config alone.
 `docs/families.md` is the table these tests read (`python -m tests.families` writes it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from pathlib import Path
@@ -29,9 +32,13 @@ from longrope_opt.errors import UnsupportedModelError
 from longrope_opt.models import export_model
 from longrope_opt.models import exported_spec
 from longrope_opt.models import read_export
+from longrope_opt.patching import BANDED
 from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.patching import attention_of
 from longrope_opt.patching import check_supported
 from longrope_opt.patching import install_rope_scaling
+from longrope_opt.patching import set_attention
+from longrope_opt.patching import sliding_window_of
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import extended_layer_types
@@ -247,3 +254,69 @@ def test_a_model_without_a_global_layer_is_refused_not_crashed(name: str) -> Non
     with pytest.raises(UnsupportedModelError, match="no global attention to extend"):
         with apply_rope_scaling(model, pi(spec, 2 * spec.original_length)):
             pass
+
+
+def _sliding_config(name: str) -> Any:
+    """The family's tiny config with sliding-window layers (window 16 of up to 100 tokens), or
+    None where the family has none. Qwen2 and Qwen3 slide only when asked: asked here."""
+    extra: dict[str, Any] = {}
+    if name in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        extra = dict(use_sliding_window=True, max_window_layers=1,
+                     layer_types=["sliding_attention", "full_attention"])  # fmt: skip
+    config = tiny_config(FAMILIES[name], **extra)
+    return config if sliding_window_of(config) is not None else None
+
+
+#: Every supported family whose tiny model has sliding-window layers.
+SLIDING = [n for n in SUPPORTED if _sliding_config(n) is not None]
+#: Sliding families whose masks the banded path hands back to transformers (exact, not faster),
+#: and why.
+NOT_BANDED = {
+    "doge": "its sliding layers add a dynamic mask of their own: transformers builds it",
+    "moshi": "its attention does not dispatch through transformers' attention interface",
+}
+
+
+def test_the_sliding_families_include_those_users_extend() -> None:
+    assert {"gemma2", "gemma3", "mistral", "qwen2", "cohere2", "gpt_oss"} <= set(SLIDING)
+
+
+@pytest.mark.parametrize("name", SLIDING)
+def test_sliding_family_is_exact_with_banded_attention(name: str) -> None:
+    # logits of the banded path equal the model's own (SDPA or eager, with transformers'
+    # (n, n) sliding mask) below, at and well past the window, with and without a patch
+    import longrope_opt.patching._banded as banded_module
+
+    config = _sliding_config(name)
+    model = build(FAMILIES[name], config)
+    own = attention_of(model)
+    spec = RopeSpec.from_config(_text(config))
+    calls = []
+    real = banded_module.band_attention, banded_module._math_blocks
+
+    def counted(real_fn):
+        def run(*args, **kwargs):
+            calls.append(kwargs.get("window"))
+            return real_fn(*args, **kwargs)
+
+        return run
+
+    banded_module.band_attention, banded_module._math_blocks = map(counted, real)
+    try:
+        for n in (8, 16, 17, 48, 100):
+            ids = torch.randint(3, VOCAB, (1, n), generator=torch.Generator().manual_seed(n))
+            for scaling in (None, pi(spec, 2 * spec.original_length)):
+                with contextlib.ExitStack() as stack:
+                    if scaling is not None:
+                        stack.enter_context(apply_rope_scaling(model, scaling))
+                    set_attention(model, own)
+                    reference = logits(model, ids)
+                    set_attention(model, BANDED)
+                    ours = logits(model, ids)
+                    set_attention(model, own)
+                scale = reference.abs().max().item()
+                assert (ours - reference).abs().max().item() <= 1e-5 * scale, (n, scaling)
+    finally:
+        banded_module.band_attention, banded_module._math_blocks = real
+    window = sliding_window_of(config)
+    assert (window in calls) == (name not in NOT_BANDED), (name, calls)
