@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection
 from collections.abc import Iterable
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from longrope_opt.data._sources import builtin_documents
+from longrope_opt.data._sources import builtin_packages
 from longrope_opt.data._sources import dataset_documents
 from longrope_opt.data._sources import describe_builtin
 from longrope_opt.data._sources import file_documents
@@ -93,13 +95,22 @@ def _kinds(
         shuffled = [docs[i] for i in order]
         prose = [d for d in shuffled if not d[0].startswith("stdlib/")]
         code = [d for d in shuffled if d[0].startswith("stdlib/")]
-        return [(BUILTIN_KINDS[0], prose), (BUILTIN_KINDS[1], code)], describe_builtin()
+        # whole packages after the modules, lazily: a length the modules serve draws as before
+        code_then_packages = itertools.chain(code, _shuffled_packages(length, seed))
+        kinds = [(BUILTIN_KINDS[0], prose), (BUILTIN_KINDS[1], code_then_packages)]
+        return kinds, describe_builtin()
     path = Path(source).expanduser()
     if path.exists() or _looks_like_path(source):
         docs = file_documents(path)
         order = np.random.default_rng(seed).permutation(len(docs))
         return [(source, [docs[i] for i in order])], str(path)
     return [(source, dataset_documents(source, seed))], source
+
+
+def _shuffled_packages(length: int, seed: int) -> Iterator[tuple[str, str]]:
+    packages = builtin_packages(min_chars=length // 2)
+    order = np.random.default_rng(seed).permutation(len(packages))
+    yield from (packages[i] for i in order)
 
 
 def _candidates(
@@ -168,7 +179,8 @@ def load_samples(
     documents still yields `k` held-out samples.
 
     Args:
-        source: ``"builtin"`` (CPython's reference manual and long stdlib modules, offline), a
+        source: ``"builtin"`` (CPython's reference manual, long stdlib modules, then whole stdlib
+            packages where no module is long enough: `builtin_packages`; offline), a
             ``.txt``/``.md`` file or a folder of them, or a `datasets` name
             ``name[:config][@split]`` such as ``"pg19@test"`` (needs the hub); or several of
             these, comma-separated (``"builtin,./books/"``).

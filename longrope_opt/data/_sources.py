@@ -51,6 +51,37 @@ def builtin_documents(min_chars: int = 0) -> list[tuple[str, str]]:
     return [(doc_id, text) for doc_id, text in docs if len(text) >= min_chars]
 
 
+#: Stdlib packages that are not code to read: the reference manual's own files (the prose
+#: document above) and the codec tables.
+_NOT_PACKAGE_DOCUMENTS = ("pydoc_data", "encodings")
+
+
+def builtin_packages(min_chars: int = 0) -> list[tuple[str, str]]:
+    """Longer code that ships with every CPython: each stdlib package's modules as one document.
+
+    A model with a long trained window and an efficient tokenizer reads past every single module
+    (Gemma 3 at 64k tokens: only `_pydecimal.py` is that long), as a repository is read past its
+    longest file; a package read module by module (sorted paths, tests included) is that
+    longer code (`asyncio` 122k Gemma tokens, `idlelib` 353k). They come after the modules in the
+    built-in code's order (`load_samples`), so a length the modules serve draws what it drew.
+
+    Returns:
+        ``[("stdlib/<package>/", text)]`` by package name, those of at least `min_chars`.
+    """
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    docs = []
+    for package in sorted(p for p in stdlib.iterdir() if (p / "__init__.py").is_file()):
+        if package.name in _NOT_PACKAGE_DOCUMENTS:
+            continue
+        files = sorted(package.rglob("*.py"))
+        if sum(f.stat().st_size for f in files) < max(min_chars, _MIN_MODULE_BYTES):
+            continue
+        text = "\n\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files)
+        if len(text) >= min_chars:
+            docs.append((f"stdlib/{package.name}/", text))
+    return docs
+
+
 def text_files(path: Path) -> list[Path]:
     """`path` itself, or every ``.txt``/``.md`` file below it (sorted); one-line errors for a
     missing path or a folder without text files."""

@@ -125,3 +125,20 @@ def test_bad_windows(windows) -> None:
         load_samples("builtin", char_tokenizer, 100, 1, windows=windows)
     with pytest.raises(InvalidArgumentError, match=r"got 2"):
         load_samples("builtin", char_tokenizer, 100, 1, windows=2, full=True)
+
+
+def test_whole_packages_follow_the_modules_in_the_builtin_code() -> None:
+    # Where the modules serve a length they are drawn exactly as without packages; past the
+    # longest module (a model with an efficient tokenizer at 64k), whole packages follow.
+    from longrope_opt.data import builtin_packages
+
+    packages = builtin_packages(min_chars=300_000)
+    assert {"stdlib/asyncio/", "stdlib/unittest/"} <= {d for d, _ in packages}
+    assert not any(d in ("stdlib/encodings/", "stdlib/pydoc_data/") for d, _ in packages)
+    short = load_samples("builtin", char_tokenizer, 100_000, 6, seed=0)
+    assert not any(d.endswith("/") for d in short.doc_ids)
+    longest_module = max(len(t) for d, t in builtin_documents() if d.startswith("stdlib/"))
+    long = load_samples("builtin", char_tokenizer, longest_module + 1, 4, seed=0)
+    assert long.doc_ids[0] == "pydoc_data.topics"
+    assert all(d.startswith("stdlib/") and d.endswith("/") for d in long.doc_ids[1:])
+    assert long.doc_kinds[1:] == ["builtin:code"] * 3
