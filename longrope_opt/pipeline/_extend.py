@@ -29,7 +29,9 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import check_margin
 from longrope_opt.models import DEFAULT_MODEL
+from longrope_opt.models import check_gguf_arch
 from longrope_opt.models import gguf_source
+from longrope_opt.models import read_gguf_arch
 from longrope_opt.models import resolve_device
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
@@ -225,7 +227,8 @@ def extend(
     if gguf is None:
         gguf = model == DEFAULT_MODEL or str(model).endswith(".gguf")
     if gguf:  # (a study shipped before GGUF exports: none written)
-        gguf_source(model)  # a model with no GGUF is one line before anything runs
+        # a model with no GGUF, or one llama.cpp cannot rescale, is one line before anything runs
+        check_gguf_arch(read_gguf_arch(gguf_source(model)))
         context["gguf"] = True
     done = _already_shipped(storage, name, out, context)
     if done is not None:
@@ -243,7 +246,9 @@ def extend(
     if not stored:
         record.write_plan(search.study, plan.to_dict())
     else:  # the time left and the progress bar start where the study is
-        plan = dataclasses.replace(plan, finished=finished_count(search.study))
+        guarded = record.read_guard(search.study).get("winner") is not None
+        plan = dataclasses.replace(plan, finished=finished_count(search.study),
+                                   guard_done=guarded and plan.guard_keys > 0)  # fmt: skip
     if on_plan is not None:  # the caller shows the plan (the CLI prints it)
         on_plan(plan, bool(stored))
     else:
@@ -263,9 +268,12 @@ def extend(
                    desc="extend", unit="fwd", disable=not progress, position=0,
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} fwd [{elapsed}<{remaining}]")  # fmt: skip
 
+    reached = [plan.done_forwards()]  # counted at the start
+
     def advance(stage: Any) -> None:
-        done = plan.done_forwards() if stage.name == "search" else 0.0  # counted at the start
-        overall.update(round(forwards.get(stage.name, 0.0) - done, 1))
+        # to the stage's end, counted whole (rounded once: the parts' roundings would add up)
+        reached[0] += forwards.get(stage.name, 0.0) - plan.done_by_stage().get(stage.name, 0.0)
+        overall.update(round(round(reached[0], 1) - overall.n, 1))
 
     try:
         seconds = run_stages(search, stages, on_stage=advance)

@@ -87,6 +87,7 @@ class Plan:
         key_cost: A branched key's cost in forwards at this plan's length (`branch_cost`).
         finished: Search trials a resumed study already holds (not stored: read on resume), so
             the time left and the progress start where the study is.
+        guard_done: Whether a resumed study's guard has chosen its winner (not stored).
     """
 
     seconds_per_forward: float
@@ -102,6 +103,7 @@ class Plan:
     passkey_form: str = "single"
     key_cost: float = 0.0
     finished: int = dataclasses.field(default=0, compare=False)
+    guard_done: bool = dataclasses.field(default=False, compare=False)
 
     def forwards(self) -> dict[str, float]:
         """Expected forwards per stage (`search`, `guard`, `validate`)."""
@@ -120,16 +122,28 @@ class Plan:
         """Expected wall time of the whole plan."""
         return sum(self.forwards().values()) * self.seconds_per_forward
 
+    def done_by_stage(self) -> dict[str, float]:
+        """Forwards already done per stage: the `finished` trials' share of the search's, the
+        guard's when it is done (the validation is counted whole: a resumed run measures only
+        what its store lacks, and says so as it goes)."""
+        fw = self.forwards()
+        return {"search": fw["search"] * min(self.finished, self.trials) / self.trials,
+                "guard": fw["guard"] if self.guard_done else 0.0, "validate": 0.0}  # fmt: skip
+
     def done_forwards(self) -> float:
-        """Forwards of the `finished` trials (their share of the search's; the stages after it
-        are counted whole, as a resumed run checks them anyway)."""
-        return self.forwards()["search"] * min(self.finished, self.trials) / self.trials
+        """Forwards already done (`done_by_stage`, summed)."""
+        return sum(self.done_by_stage().values())
+
+    @property
+    def resumed(self) -> bool:
+        """Whether a stored study has done part of this plan."""
+        return self.finished > 0 or self.guard_done
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the study record keeps it)."""
         out = dataclasses.asdict(self)
         out["classic"] = list(self.classic)
-        del out["finished"]  # a property of the study now, not of the plan
+        del out["finished"], out["guard_done"]  # properties of the study now, not of the plan
         return out
 
     @classmethod
@@ -147,27 +161,41 @@ class Plan:
         val = (f"{self.held_out_docs} held-out documents against {', '.join(self.classic)}, "
                + (f"{self.validation_keys} passkeys" if self.validation_keys else "no passkeys "
                   "(perplexity only)"))  # fmt: skip
+        done = self.done_by_stage()
         guard = f"{self.guard_keys} passkeys" if self.guard_keys else "none"
         if self.trials > self.seeds:
             search = f"{self.trials} trials ({self.seeds} seeds, {self.trials - self.seeds} candidates)"
         else:  # a budget that buys the seeds only: say which part of the search runs
             search = (f"{self.trials} trial{'s' if self.trials != 1 else ''} (of the "
                       f"{self.seeds} seeds; no candidate)")  # fmt: skip
+        search += (f" on {self.samples} documents, retrieval constraint {self.retrieval_keys} "
+                   "passkeys")  # fmt: skip
+        finished = min(self.finished, self.trials)
+        if finished == self.trials:  # a resumed study: what is done is said, not planned again
+            search = f"done ({self.trials} of {self.trials} trials)"
+        elif finished:
+            search = f"{self.trials - finished} of {search}, left ({finished} done)"
+        if self.guard_done:
+            guard = "done"
         over = (f": over the {format_seconds(self.budget)} budget, the least that searches and "
                 "validates" if self.budget and self.seconds > self.budget else "")  # fmt: skip
+
+        def cost(stage: str) -> str:
+            left_fw = fw[stage] - done[stage]
+            return f"   ~{left_fw:.0f} forwards" + (" left" if done[stage] and left_fw else "")
+
+        total = (f"  about {format_seconds(left)} left of {format_seconds(self.seconds)}"
+                 if self.resumed else f"  about {format_seconds(self.seconds)}{over}")  # fmt: skip
+        head = "plan, resumed: what is left" if self.resumed else "plan"
         return "\n".join([
-            f"plan: one {length}-token forward takes {self.seconds_per_forward:.1f} s here"
+            f"{head}: one {length}-token forward takes {self.seconds_per_forward:.1f} s here"
             + (f"; budget {format_seconds(self.budget)}" if self.budget else ""),
-            f"  search    {search} on {self.samples} documents, "
-            f"retrieval constraint {self.retrieval_keys} passkeys   ~{fw['search']:.0f} forwards"
+            f"  search    {search}" + ("" if finished == self.trials else cost("search"))
             + (f"\n  passkeys  {self.passkey_form} form" if self.passkey_form != "single" else ""),
-            f"  guard     {guard}   ~{fw['guard']:.0f} forwards",
-            f"  validate  {val}   ~{fw['validate']:.0f} forwards",
+            f"  guard     {guard}" + ("" if self.guard_done else cost("guard")),
+            f"  validate  {val}{cost('validate')}",
             "  export    model directory, factors, tables, report",
-            f"  about {format_seconds(self.seconds)}{over}"
-            + (f"; {self.finished} of {self.trials} trials done, about {format_seconds(left)} "
-               "left" if self.finished else "")
-            + f"; done around {end:%H:%M} ({end:%Y-%m-%d})",
+            total + f"; done around {end:%H:%M} ({end:%Y-%m-%d})",
         ])  # fmt: skip
 
 

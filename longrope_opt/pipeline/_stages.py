@@ -151,8 +151,6 @@ class Export:
                 if self.outcome.seed else "the searched winner")  # fmt: skip
         searched = [(f"{what}: model directory", str(model_dir)),
                     ("its factors", str(factors))]  # fmt: skip
-        if self.gguf:
-            searched.append(self._gguf(search, winner.scaling))
         classic: list[tuple[str, str]] = []
         if self.outcome.verdict != "dominates" and self.outcome.reference:
             ref = self.outcome.reference
@@ -170,6 +168,10 @@ class Export:
                                    overwrite=True)  # fmt: skip
             classic = [(f"{ref} (the reference row): model directory", str(ref_dir)),
                        (f"{ref}'s factors", str(path))]  # fmt: skip
+            if self.gguf:  # the GGUF holds what the verdict ships: the formula
+                classic.append(self._gguf(search, scaling, ref))
+        elif self.gguf:
+            searched.append(self._gguf(search, winner.scaling, "the searched winner"))
         self.outcome.files = classic + searched if classic else searched
         report = write_report(self.out / "report.html", study=study, summary=self.outcome.summary,
                               table=self.outcome.table, verdict=headline(self.outcome),
@@ -185,8 +187,9 @@ class Export:
         })  # fmt: skip
 
 
-    def _gguf(self, search: Search, scaling: Any) -> tuple[str, str]:
-        """The winner as ``model.gguf`` (a copy of the model's GGUF, `export_gguf`)."""
+    def _gguf(self, search: Search, scaling: Any, what: str) -> tuple[str, str]:
+        """What the verdict ships (`what`: the winner, or the reference formula) as
+        ``model.gguf``, a copy of the model's GGUF (`export_gguf`)."""
         path = self.out / "model.gguf"
         path.unlink(missing_ok=True)  # this folder's own output, rewritten whole like the rest
         (self.out / "Modelfile").unlink(missing_ok=True)
@@ -196,7 +199,7 @@ class Export:
                     "cannot hold (`longrope-opt export --gguf ... --drop-n-hat` writes it without)")  # fmt: skip
         done = export_gguf(gguf_source(search.config.model), path, scaling, spec=spec,
                            target_length=search.config.target_length)  # fmt: skip
-        return ("its GGUF for llama.cpp / Ollama (Modelfile beside it)", str(done.path))
+        return (f"{what} as a GGUF for llama.cpp / Ollama (Modelfile beside it)", str(done.path))
 
 
 def finished_count(study: Any) -> int:

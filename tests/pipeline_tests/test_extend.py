@@ -3,9 +3,11 @@ with no stage repeated, and the refusals made before any trial runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from longrope_opt.cli import main
 from longrope_opt.evaluation import STORE_STUDY
 from longrope_opt.models import load_model
 from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.pipeline import Plan
 from longrope_opt.studies import record
 from longrope_opt.studies import study_winner
 from tests.conftest import save_tiny_model_dir
@@ -201,7 +204,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.slow
-def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards) -> None:
+def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards, capfd) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", KILLED_AFTER_3, *_args(tiny, "kill-search", "--trials", "7")],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)  # fmt: skip
@@ -210,7 +213,18 @@ def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards) -> N
     before = {t.number: t.datetime_complete for t in study.trials if t.state in FINISHED}
     assert len(before) == 3 and any(t.state == TrialState.RUNNING for t in study.trials)
     forwards.clear()
+    capfd.readouterr()
     assert main(_args(tiny, "kill-search", "--trials", "7")) == 0
+    printed = capfd.readouterr()
+    # the plan for what is left, and an overall bar that starts where the kill stopped it
+    plan = printed.out.split("\n\n")[0].splitlines()
+    assert plan[0].startswith("plan, resumed: what is left:"), plan
+    assert plan[1].startswith("  search    4 of 7 trials") and "left (3 done)" in plan[1], plan
+    stored = Plan.from_dict(record.read_plan(_study(tiny, "kill-search")))
+    done = dataclasses.replace(stored, finished=3).done_forwards()
+    bars = re.findall(r"extend: +\d+%\|[^|]*\| ([\d.]+)/([\d.]+) fwd", printed.err)
+    assert bars and float(bars[0][0]) == round(done, 1) > 0, bars[:2]
+    assert float(bars[-1][0]) == float(bars[-1][1])  # and ends at the whole plan
     study = _study(tiny, "kill-search")
     assert len(study.get_trials(states=FINISHED)) == 7
     assert len(study.get_trials(states=(TrialState.FAIL,))) <= 1  # the trial the kill stopped

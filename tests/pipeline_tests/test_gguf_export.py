@@ -12,7 +12,7 @@ import pytest
 from longrope_opt.cli import main
 from longrope_opt.models import load_model
 from longrope_opt.models import smollm2_gguf
-from longrope_opt.studies import study_winner
+from longrope_opt.rope import RopeScaling
 from tests.conftest import save_tiny_model_dir
 from tests.conftest import write_tiny_corpus
 from tests.gguf_tiny import llama_cpp_log_probs
@@ -115,25 +115,59 @@ def test_extend_of_a_gguf_ends_with_a_gguf_llama_cpp_runs(studies, tmp_path, cap
     assert code == 0
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed[-1] == f"run it in llama.cpp: llama-cli -m {out / 'model.gguf'} -c 1024"
-    factors = json.loads((out / "factors.json").read_text())
+    shipped = _shipped_factors(out)  # the winner's, or the formula's the verdict ships
     reader = gguf.GGUFReader(str(out / "model.gguf"))
     long = next(t for t in reader.tensors if t.name == "rope_factors_long.weight")
-    np.testing.assert_allclose(long.data, factors["rope_parameters"]["long_factor"], rtol=1e-6)
+    np.testing.assert_allclose(long.data, shipped["rope_parameters"]["long_factor"], rtol=1e-6)
     assert (out / "Modelfile").read_text() == "FROM ./model.gguf\nPARAMETER num_ctx 1024\n"
     # llama.cpp itself runs it as our patched model runs the winner (tests/integration has more)
     pytest.importorskip("llama_cpp", reason="the llama-cpp extra (.ci/run installs it)")
-    import optuna
-
-    storage = f"sqlite:///{tmp_path / 'e.db'}"
-    (name,) = [s.study_name for s in optuna.get_all_study_summaries(storage)
-               if s.study_name.startswith("extend-")]  # fmt: skip
-    study = optuna.load_study(study_name=name, storage=storage)
     model, _ = load_model(str(folder / "tiny.gguf"), dtype="float32", device="cpu")
     ids = np.random.default_rng(1).integers(0, model.config.vocab_size, 1024).tolist()
-    ours = our_log_probs(model, ids, study_winner(study).scaling)
+    ours = our_log_probs(model, ids, RopeScaling.from_dict(shipped))
     theirs = llama_cpp_log_probs(out / "model.gguf", ids, 1024)
     nll = [-lp[np.arange(1023), ids[1:]].mean() for lp in (ours, theirs)]
     assert abs(nll[0] - nll[1]) < 1e-5 * nll[0]
+
+
+def _shipped_factors(out):
+    """The factors file of what `extend` ships: the reference formula's when its verdict does
+    not dominate (``factors-<row>.json``), else the searched winner's."""
+    formula = sorted(out.glob("factors-*.json"))
+    return json.loads((formula[0] if formula else out / "factors.json").read_text())
+
+
+@pytest.mark.slow  # a whole `extend` of the tiny GGUF
+def test_an_extend_that_ships_a_formula_names_a_gguf_holding_the_formula(studies, tmp_path,
+                                                                        capsys) -> None:  # fmt: skip
+    # A margin no search clears (49 %): the verdict ships the best formula, and the GGUF the
+    # summary names holds that formula's factors, not the study's best trial's.
+    folder, _ = studies
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        (corpus / f"d{i}.txt").write_text(
+            " ".join(f"line {j} of book {i} says {j * i % 97}." for j in range(260)))  # fmt: skip
+    out = tmp_path / "extended"
+    code = main(["extend", str(folder / "tiny.gguf"), "--to", "1024", "--trials", "3",
+                 "--margin", "0.49", "--corpus", str(corpus), "--dtype", "float32", "--no-fuse",
+                 "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    ref = json.loads((out / "validation.json").read_text())["reference"]["1024"]
+    assert f"ship {ref}" in printed[printed.index("") + 1] or "exported too" in printed[
+        printed.index("") + 1]  # fmt: skip
+    assert printed[-2] == f"load it: AutoModelForCausalLM.from_pretrained({str(out / f'model-{ref}')!r})"
+    assert printed[-1] == f"run it in llama.cpp: llama-cli -m {out / 'model.gguf'} -c 1024"
+    assert any(line.strip().startswith(f"{ref} as a GGUF") for line in printed), printed
+    formula = json.loads((out / f"factors-{ref}.json").read_text())
+    winner = json.loads((out / "factors.json").read_text())
+    reader = gguf.GGUFReader(str(out / "model.gguf"))
+    long = next(t for t in reader.tensors if t.name == "rope_factors_long.weight").data
+    np.testing.assert_allclose(long, formula["rope_parameters"]["long_factor"], rtol=1e-6)
+    assert not np.allclose(long, winner["rope_parameters"]["long_factor"], rtol=1e-6)
+    attn = reader.fields["llama.rope.scaling.attn_factor"].contents()
+    assert attn == pytest.approx(formula["attention_scale"], rel=1e-6)
 
 
 def test_extend_asked_for_a_gguf_of_a_model_without_one_is_one_line(studies, tmp_path, capsys):

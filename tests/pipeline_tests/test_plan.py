@@ -101,8 +101,21 @@ def test_a_resumed_plan_counts_what_is_left_and_is_stored_without_it() -> None:
     left = plan.seconds - resumed.done_forwards() * 300.0
     end = now + dt.timedelta(seconds=left)
     text = resumed.describe(32768, now=now)
-    assert f"6 of 17 trials done, about {format_seconds(left)} left" in text
-    assert f"done around {end:%H:%M}" in text and "trials done" not in plan.describe(32768, now=now)
+    # what is left, not the whole plan again
+    assert text.startswith("plan, resumed: what is left:")
+    search = next(line for line in text.splitlines() if line.startswith("  search"))
+    assert "11 of 17 trials" in search and "left (6 done)" in search
+    left_fw = plan.forwards()["search"] - resumed.done_forwards()
+    assert search.endswith(f"~{left_fw:.0f} forwards left")
+    assert f"about {format_seconds(left)} left of {format_seconds(plan.seconds)}" in text
+    fresh = plan.describe(32768, now=now)
+    assert f"done around {end:%H:%M}" in text and "left" not in fresh and "resumed" not in fresh
     assert "finished" not in resumed.to_dict() and Plan.from_dict(resumed.to_dict()) == plan
+    # a search and guard that are done are said to be done, and count as done
+    past = dataclasses.replace(plan, finished=17, guard_done=True)
+    lines = past.describe(32768, now=now).splitlines()
+    assert lines[1] == "  search    done (17 of 17 trials)" and lines[2] == "  guard     done"
+    assert past.done_forwards() == plan.forwards()["search"] + plan.forwards()["guard"]
+    assert "guard_done" not in past.to_dict()
     # more trials than planned (a budget raised by hand): the search counts whole, never more
     assert dataclasses.replace(plan, finished=40).done_forwards() == plan.forwards()["search"]
