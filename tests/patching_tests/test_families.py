@@ -320,3 +320,20 @@ def test_sliding_family_is_exact_with_banded_attention(name: str) -> None:
         banded_module.band_attention, banded_module._math_blocks = real
     window = sliding_window_of(config)
     assert (window in calls) == (name not in NOT_BANDED), (name, calls)
+
+
+@pytest.mark.parametrize("name", SLIDING)
+def test_sliding_family_in_bf16_is_within_the_masked_paths_own_noise(name: str) -> None:
+    # In bf16 both paths round: the banded logits are as far from the fp32 ones as the masked
+    # path's own (mean absolute error, within 10 %)
+    config = _sliding_config(name)
+    model = build(FAMILIES[name], config)
+    own = attention_of(model)
+    ids = torch.randint(3, VOCAB, (1, 100), generator=torch.Generator().manual_seed(1))
+    exact = logits(model, ids)
+    model = model.to(torch.bfloat16)
+    errors = {}
+    for attn in (own, BANDED):
+        set_attention(model, attn)
+        errors[attn] = (logits(model, ids) - exact).abs().mean().item()
+    assert errors[BANDED] <= 1.1 * errors[own], errors
