@@ -10,6 +10,8 @@ Lengths inside the trained window measure the unscaled model only (row ``none``)
     python experiments/passkey_forms.py --lengths 4000,8000 --rows none
     python experiments/passkey_forms.py --lengths 16384 --out experiments/results/passkey-forms.json
     python experiments/passkey_forms.py --lengths 32768 --single stored   # measure branched only
+    python experiments/passkey_forms.py --model gemma3-270m --lengths 16000,32000 --rows none \
+        --store sqlite:///experiments/results/passkey-forms-gemma3.db --out experiments/results/passkey-forms-gemma3.json
 
 Resumable: a rerun measures only what the store lacks.
 """
@@ -40,6 +42,7 @@ from longrope_opt.rope import RopeSpec
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--lengths", default="4000,8000")
     parser.add_argument("--rows", default="none,pi,ntk,yarn,yarn-cd,ntk-cd")
     parser.add_argument("--keys", type=int, default=20)
@@ -53,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     # the lead-in measured: the one asked for, else the library's default
     lead_in = args.lead_in or inspect.signature(passkey_results).parameters["lead_in"].default
-    model, tokenizer = load_model("smollm2-135m")
+    model, tokenizer = load_model(args.model)
     path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", "unknown")
     store = MeasurementStore(args.store, path=path)
     spec = RopeSpec.from_config(model.config)
@@ -98,7 +101,8 @@ def main() -> None:
             agree = sum(x == y for x, y in zip(s["correct"], b["correct"]))
             both = [(x, y) for x, y in zip(s["nll"], b["nll"]) if x is not None and y is not None]
             line = {
-                "length": n, "row": name, "keys": args.keys, "lead_in": lead_in,
+                "model": args.model, "length": n, "row": name, "keys": args.keys,
+                "lead_in": lead_in,
                 "single": sum(s["correct"]), "branched": sum(b["correct"]),
                 "single_wilson": wilson(sum(s["correct"]), args.keys),
                 "branched_wilson": wilson(sum(b["correct"]), args.keys),
@@ -124,8 +128,11 @@ def main() -> None:
     if args.out and lines:
         out = Path(args.out)
         old = json.loads(out.read_text()) if out.exists() else []
-        done = {(x["length"], x["row"], x["lead_in"]) for x in lines}  # one line per setting
-        old = [x for x in old if (x["length"], x["row"], x.get("lead_in")) not in done]
+        def setting(x):  # one line per setting
+            return (x.get("model", "smollm2-135m"), x["length"], x["row"], x.get("lead_in"))
+
+        done = {setting(x) for x in lines}
+        old = [x for x in old if setting(x) not in done]
         out.write_text(json.dumps(old + lines, indent=1) + "\n")
 
 

@@ -35,7 +35,8 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model",
         default="smollm2-135m",
-        help="'smollm2-135m' (offline default), a model directory, a .gguf file, or a hub id",
+        help="'smollm2-135m' (offline default), 'gemma3-270m', a model directory, a .gguf file, "
+        "or a hub id",
     )
     group.add_argument(
         "--corpus",

@@ -28,6 +28,9 @@ EXAMPLES = """examples:
   # interrupted (Ctrl-C, kill -9, a reboot)? run the same command: it continues where it stopped
   # progressive: 8x from the 4x winner, carried to 64k and tried first after the formula seeds
   longrope-opt extend smollm2-135m --to 64k --warm-start smol-32k/factors.json --out smol-64k
+  # the second offline model: Gemma 3 270M (32k trained; its global layers are rescaled, its
+  # sliding-window layers keep their RoPE and run banded), 2x on a CPU
+  longrope-opt extend gemma3-270m --to 64k --budget 20m
 
 The stages, in one study (rerun to resume; every stage keeps its output in the storage):
   # search: a LongRoPE evolution on 3 documents taking turns over the corpus's kinds of text,
@@ -39,7 +42,8 @@ The stages, in one study (rerun to resume; every stage keeps its output in the s
   # export: DIR/model (vanilla transformers loads it), DIR/factors.json, DIR/validation.txt
   #   and .csv, DIR/report.html; when the winner does not dominate the best classic row, that
   #   row is exported too and the summary says to use it; DIR/model.gguf and DIR/Modelfile
-  #   when the model came as a GGUF (smollm2-135m does; --gguf / --no-gguf to choose):
+  #   holding what the verdict ships, when the model came as a GGUF llama.cpp can rescale
+  #   (smollm2-135m does, gemma3-270m cannot; --gguf / --no-gguf to choose):
   llama-cli -m extended/model.gguf -c 16384
 """
 
@@ -57,8 +61,8 @@ def add_parser(sub: Any) -> None:
         examples=EXAMPLES,
     )
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="'smollm2-135m' (offline default), a model directory, a .gguf "
-                        "file, or a hub id")  # fmt: skip
+                        help="'smollm2-135m' (offline default), 'gemma3-270m', a model "
+                        "directory, a .gguf file, or a hub id")  # fmt: skip
     parser.add_argument("--to", required=True, metavar="LENGTH", dest="target_length",
                         help="the context length to reach, e.g. 16k or 32768")  # fmt: skip
     text = parser.add_argument_group("text")
