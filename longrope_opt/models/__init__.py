@@ -29,6 +29,7 @@ from longrope_opt.models._export import exported_spec
 from longrope_opt.models._export import needs_loader
 from longrope_opt.models._export import read_export
 from longrope_opt.models._export import rope_parameters
+from longrope_opt.models._export import vllm_attention_factor
 from longrope_opt.models._gguf import GGUF_FORMS
 from longrope_opt.models._gguf import GgufExport
 from longrope_opt.models._gguf import check_gguf_arch
@@ -85,4 +86,5 @@ __all__ = [
     "read_export",
     "resolve_device",
     "rope_parameters",
+    "vllm_attention_factor",
 ]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,9 @@ from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
 from longrope_opt.rope import extended_layer_types
+
+
+logger = logging.getLogger(__name__)
 
 
 CONFIG_KEY = "longrope_opt"
@@ -55,6 +60,22 @@ def rope_parameters(
     # Always written: some configs (Phi-3) require it with longrope
     params["partial_rotary_factor"] = spec.rotary_dim / spec.head_dim
     return params
+
+
+def vllm_attention_factor(original_length: int, target_length: int) -> float:
+    """The factor vLLM scales cos and sin by for a ``longrope`` model without ``long_mscale``:
+    √(1 + ln s / ln L), s = target / trained length (Phi-3's rule: vLLM reads no
+    ``attention_factor``; `phi3_long_rope_scaled_rope.py`)."""
+    scale = target_length / original_length
+    return 1.0 if scale <= 1 else math.sqrt(1 + math.log(scale) / math.log(original_length))
+
+
+#: What serving with vLLM's factor instead of a searched one cost, measured once
+#: (`experiments/vllm_check.py`, `experiments/results/vllm-check.json`).
+VLLM_FACTOR_COST = (
+    "measured once, SmolLM2 at 16k: a winner whose t was searched (1.069) scored 11.760 with it "
+    "and 11.720 with vLLM's 1.038 on held-out text; docs/guides/gguf.md"
+)
 
 
 def needs_loader(pair: ShortLongScaling) -> bool:
@@ -217,6 +238,15 @@ def export_model(
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     (out / "README.md").write_text(_readme(out, pair, target_length, loader))
+    factor = spec.native_attention * pair.long.attention_scale
+    served = vllm_attention_factor(spec.original_length, int(target_length))
+    if expressible and abs(factor - served) > 1e-4 * served:
+        # The keys vLLM would read (`long_mscale`, `short_mscale`) make transformers warn that
+        # `rope_parameters` holds keys it does not know: they are not written; the user is told.
+        logger.warning(
+            "vLLM reads no attention_factor: serving %s it scales cos/sin by %.4f, not the "
+            "exported %.4f (%s)", out, served, factor, VLLM_FACTOR_COST,
+        )  # fmt: skip
     return out
 
 

@@ -120,3 +120,27 @@ def test_smollm2_export_round_trip_at_2k(tmp_path) -> None:
             ours = _logits(model, ids, positions)
         theirs = _logits(vanilla, ids, positions)
         assert torch.equal(theirs, ours), offset
+
+
+def test_an_attention_factor_vllm_does_not_apply_is_said_in_one_line(tmp_path, caplog) -> None:
+    # vLLM scales by √(1 + ln s / ln L) whatever the export's attention_factor: an export whose
+    # factor differs says so (the keys vLLM would read make transformers warn: not written)
+    from longrope_opt.models import vllm_attention_factor
+
+    model = build_tiny_model("llama")
+    spec = RopeSpec.from_config(model.config)
+    target = 4 * TINY_LENGTH
+    served = vllm_attention_factor(TINY_LENGTH, target)
+    assert served == pytest.approx((1 + np.log(4) / np.log(TINY_LENGTH)) ** 0.5)
+    factors = _random_monotone(spec.n_factors, 1.0, 4.0, 0)
+    for name, t, said in (("own", 1.2, True), ("vllm", served, False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="longrope_opt.models._export"):
+            out = export_model(model, None, tmp_path / name, RopeScaling(factors, 0, t),
+                               target_length=target)  # fmt: skip
+        lines = [r.getMessage() for r in caplog.records if "vLLM" in r.getMessage()]
+        assert len(lines) == (1 if said else 0), lines
+        if said:
+            assert f"{served:.4f}" in lines[0] and "1.2000" in lines[0] and str(out) in lines[0]
+        params = json.loads((out / "config.json").read_text())["rope_parameters"]
+        assert "long_mscale" not in params and "short_mscale" not in params
