@@ -135,8 +135,8 @@ def check_gguf_arch(arch: str) -> None:
     if arch in GGUF_ARCHS:
         return
     why = NO_FACTORS.get(arch, f"llama.cpp reads per-dimension RoPE factors this way for "
-                               f"{list(GGUF_ARCHS)} (SmolLM2, Llama, Mistral) only")  # fmt: skip
-    raise InvalidArgumentError(f"GGUF architecture {arch!r} cannot hold the factors: {why}.")
+                               f"{list(GGUF_ARCHS)} (SmolLM2, Llama, Mistral)")  # fmt: skip
+    raise InvalidArgumentError(f"GGUF architecture {arch!r} is not supported: {why}.")
 
 
 def export_gguf(

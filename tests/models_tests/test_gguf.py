@@ -154,3 +154,17 @@ def test_gguf_source_refuses_a_transformers_directory(tmp_path) -> None:
     model = _tiny_gguf(gguf_dir / "m.gguf")
     assert gguf_source(gguf_dir) == model
     assert gguf_source(model) == model
+
+
+def test_an_architecture_llama_cpp_cannot_rescale_is_refused_saying_why() -> None:
+    # llama.cpp's gemma3 graph passes no factor tensor to its rotary op (read in its source):
+    # the refusal says so and where to go instead; an unknown architecture names the supported
+    from longrope_opt.models import check_gguf_arch
+
+    check_gguf_arch("llama")  # the supported one: nothing said
+    with pytest.raises(InvalidArgumentError) as gemma:
+        check_gguf_arch("gemma3")
+    assert "gemma3 graph" in str(gemma.value) and "model directory" in str(gemma.value)
+    assert len(str(gemma.value).splitlines()) == 1
+    with pytest.raises(InvalidArgumentError, match=r"\['llama'\]"):
+        check_gguf_arch("falcon")
