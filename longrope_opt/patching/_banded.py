@@ -36,6 +36,11 @@ import torch.nn.functional as F
 #: Registered names: banded attention in the model's dtype, and with fp32 attention.
 BANDED = "longrope_banded"
 BANDED_FP32 = "longrope_banded_fp32"
+#: Families whose attention adds a mask of its own onto transformers' one before attending (Doge's
+#: dynamic mask): they get transformers' SDPA mask exactly as they would without the banded path
+#: (transformers 5.17 lets Doge skip it; later releases always build it). Their sliding layers cost
+#: what they cost before.
+OWN_MASK = frozenset({"doge"})
 #: Query rows per block (measured at 8k, window 512, head dim 256, on a 2-core Zen 4: 128 and
 #: 256 are level and fastest, 512 is 1.3x and 1024 1.9x their time: `bench/banded.py`).
 BLOCK = 256
@@ -219,8 +224,10 @@ def _band_mask(
 
     mask_function = mask_function or causal_mask_function
     device = kwargs.get("device", "cpu")
+    config = kwargs.get("config")
+    own = getattr(config, "model_type", None) in OWN_MASK
     unpadded = attention_mask is None or bool(attention_mask.all())
-    plain = (allow_is_causal_skip and unpadded and q_length == kv_length and q_length > 1
+    plain = (not own and allow_is_causal_skip and unpadded and q_length == kv_length and q_length > 1
              and isinstance(q_offset, int) and q_offset == 0 and kv_offset == 0)  # fmt: skip
     if plain and local_size is None and mask_function is causal_mask_function:
         return None
