@@ -201,7 +201,7 @@ def extend(
         An `ExtendResult`.
 
     Raises:
-        InvalidArgumentError: Bad arguments, a budget too small for one trial, or too few
+        InvalidArgumentError: Bad arguments, a budget shorter than one forward, or too few
             held-out documents; all before any trial runs.
     """
     check_margin(margin)

@@ -254,8 +254,9 @@ def make_plan(
     branched form needs `length`).
 
     Raises:
-        InvalidArgumentError: Neither or both of `budget` and `trials`, or a budget too small
-            for one trial (a seed on every document).
+        InvalidArgumentError: Neither or both of `budget` and `trials`, or a budget shorter
+            than one forward (a longer one too small for the least plan gets that plan, which
+            says it runs over).
     """
     if (budget is None) == (trials is None):
         raise InvalidArgumentError("give one of `budget` (seconds) and `trials`.")
@@ -274,12 +275,18 @@ def make_plan(
                     classic=classic, **common)  # fmt: skip
     assert budget is not None
     available = budget / seconds_per_forward
-    one_trial = samples  # the first seed on every document
-    if available < one_trial:
+    # A budget that buys less than the least plan (the first seed on every document, a
+    # perplexity-only check) gets that plan, which says it runs over: refusing would leave the
+    # user to guess the budget that fits, and everything resumes. Only a budget shorter than one
+    # forward, in which nothing at all runs, is refused.
+    if available < 1:
+        least = search_forwards(1, seeds, samples, retrieval_keys, form) + validation_forwards(
+            *VALIDATION_LADDER[0][:2], len(VALIDATION_LADDER[0][2]), form=form
+        )
         raise InvalidArgumentError(
-            f"`budget` {format_seconds(budget)} is too small for one trial: a trial reads "
-            f"{samples} documents of {seconds_per_forward:.0f} s each here "
-            f"(at least {format_seconds(one_trial * seconds_per_forward)})."
+            f"`budget` {format_seconds(budget)} is shorter than one forward "
+            f"({seconds_per_forward:.0f} s here): the least that searches and validates takes "
+            f"about {format_seconds(least * seconds_per_forward)}."
         )
     docs, keys, classic = _largest(
         VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2]), form=form),

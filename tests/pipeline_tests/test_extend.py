@@ -261,11 +261,11 @@ def test_killed_inside_validation_the_rerun_measures_only_what_is_missing(tiny, 
     assert forwards.get("export", 0) == 0
 
 
-def test_a_budget_too_small_for_one_trial_is_refused_before_any_trial(tiny, capfd) -> None:
+def test_a_budget_shorter_than_one_forward_is_refused_before_any_trial(tiny, capfd) -> None:
     assert main(_args(tiny, "tiny-budget", "--budget", "0.001s")) == 2  # a forward takes more
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1 and "too small for one trial" in lines[0] and "`--budget`" in lines[0]
+    assert len(lines) == 1 and "shorter than one forward" in lines[0] and "`--budget`" in lines[0]
     study = _study(tiny, "tiny-budget")
     assert not study.get_trials(states=(*FINISHED, TrialState.RUNNING))  # seeds only queued
 

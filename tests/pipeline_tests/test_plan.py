@@ -1,4 +1,5 @@
-"""The plan `extend` sizes to a budget: budgets parsed, stages fitted, too small refused."""
+"""The plan `extend` sizes to a budget: budgets parsed, stages fitted, the least plan when short,
+nothing in a budget shorter than one forward."""
 
 from __future__ import annotations
 
@@ -38,10 +39,21 @@ def test_a_plan_fits_its_budget_and_grows_with_it() -> None:
     assert plans[0].budget == 1200
 
 
-def test_a_budget_too_small_for_one_trial_is_refused() -> None:
-    with pytest.raises(InvalidArgumentError, match="too small for one trial"):
-        make_plan(60.0, budget=170, **COMMON)  # 3 documents of 60 s
-    assert make_plan(60.0, budget=180, **COMMON).trials >= 1
+def test_a_budget_shorter_than_one_forward_is_refused_with_what_the_least_plan_takes() -> None:
+    with pytest.raises(InvalidArgumentError, match="shorter than one forward") as info:
+        make_plan(60.0, budget=59, **COMMON)
+    least = make_plan(60.0, budget=60, **COMMON)
+    assert format_seconds(least.seconds) in str(info.value)  # the least plan, in its own words
+
+
+def test_a_budget_too_small_for_one_trial_gets_the_least_plan_which_says_it_runs_over() -> None:
+    # 3 documents of 60 s do not fit in 170 s: the first seed and a perplexity-only check run
+    plan = make_plan(60.0, budget=170, **COMMON)
+    assert plan.trials == 1 and plan.guard_keys == 0 and plan.validation_keys == 0
+    least = make_plan(60.0, budget=60, **COMMON)  # nothing less exists
+    assert plan.forwards() == least.forwards() and plan.seconds == least.seconds
+    text = plan.describe(16384)
+    assert plan.seconds > 170 and "over the 3 min budget, the least that searches" in text
 
 
 def test_a_plan_that_buys_only_seeds_and_overruns_its_budget_says_so() -> None:
