@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from longrope_opt.evaluation import MeasurementStore
 from longrope_opt.evaluation import classic_rows
@@ -84,7 +85,10 @@ def main() -> None:
                     try:
                         chosen = [prompts[j] for j in todo]
                         lead = {} if args.lead_in is None else {"lead_in": args.lead_in}
-                        for i, correct, nll in passkey_results(model, chosen, form=form, **lead):
+                        results = passkey_results(model, chosen, form=form, **lead)
+                        bar = tqdm(results, total=len(chosen), unit="key",
+                                   desc=f"{n} {name} {form}")  # an hour a row at 32k on 2 cores
+                        for i, correct, nll in bar:
                             store.put(keys[todo[i]], [bool(correct), float(nll)],
                                       seconds=time.perf_counter() - start, row=name)
                     finally:
