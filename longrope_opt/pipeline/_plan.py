@@ -280,13 +280,13 @@ def make_plan(
     # user to guess the budget that fits, and everything resumes. Only a budget shorter than one
     # forward, in which nothing at all runs, is refused.
     if available < 1:
-        least = search_forwards(1, seeds, samples, retrieval_keys, form) + validation_forwards(
-            *VALIDATION_LADDER[0][:2], len(VALIDATION_LADDER[0][2]), form=form
-        )
+        least = make_plan(seconds_per_forward, budget=seconds_per_forward, seeds=seeds,
+                          samples=samples, retrieval_keys=retrieval_keys,
+                          passkey_form=passkey_form, length=length)  # fmt: skip
         raise InvalidArgumentError(
             f"`budget` {format_seconds(budget)} is shorter than one forward "
             f"({seconds_per_forward:.0f} s here): the least that searches and validates takes "
-            f"about {format_seconds(least * seconds_per_forward)}."
+            f"about {format_seconds(least.seconds)}."
         )
     docs, keys, classic = _largest(
         VALIDATION_LADDER, lambda s: validation_forwards(s[0], s[1], len(s[2]), form=form),
