@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 from collections.abc import Collection
 from collections.abc import Iterable
@@ -21,6 +22,9 @@ from longrope_opt.data._sources import text_files
 from longrope_opt.data._sources import text_hash
 from longrope_opt.errors import DataError
 from longrope_opt.errors import InvalidArgumentError
+
+
+logger = logging.getLogger(__name__)
 
 
 class Samples(list):
@@ -115,10 +119,10 @@ def _shuffled_packages(length: int, seed: int) -> Iterator[tuple[str, str]]:
 
 def _candidates(
     source: str, length: int, seed: int, interleave: bool
-) -> tuple[list[Iterator[tuple[str, str, str]]], str]:
-    """One stream of ``(kind, doc_id, text)`` per kind, each in seed order, and the corpus's
-    description. Without `interleave` (how studies made before kinds existed drew), one stream:
-    the source's documents in seed order, kinds as they fall."""
+) -> tuple[list[tuple[str | None, Iterator[tuple[str, str, str]]]], str]:
+    """One ``(kind, stream of (kind, doc_id, text))`` per kind, each in seed order, and the
+    corpus's description. Without `interleave` (how studies made before kinds existed drew), one
+    stream of kind None: the source's documents in seed order, kinds as they fall."""
     parts = split_sources(source)
     if not interleave:
         if len(parts) > 1:
@@ -129,12 +133,12 @@ def _candidates(
             docs = builtin_documents(min_chars=length // 2)
             order = np.random.default_rng(seed).permutation(len(docs))
             drawn = [(_builtin_kind(docs[i][0]), *docs[i]) for i in order]
-            return [iter(drawn)], describe_builtin()
-    streams: list[Iterator[tuple[str, str, str]]] = []
+            return [(None, iter(drawn))], describe_builtin()
+    streams: list[tuple[str | None, Iterator[tuple[str, str, str]]]] = []
     described = []
     for part in parts:
         kinds, text = _kinds(part, length, seed)
-        streams += [_labelled(kind, docs) for kind, docs in kinds]
+        streams += [(kind, _labelled(kind, docs)) for kind, docs in kinds]
         described.append(text)
     return streams, ",".join(described)
 
@@ -236,12 +240,14 @@ def load_samples(
         return None
 
     # Kinds take turns: one long-enough document each per round; a kind that runs out drops out.
-    live = list(streams)
+    live = [stream for _, stream in streams]
+    exhausted: list[Iterator[tuple[str, str, str]]] = []
     while live and len(chosen) < k:
         for stream in list(live):
             found = next_long(stream)
             if found is None:
                 live.remove(stream)
+                exhausted.append(stream)
                 continue
             kind, doc_id, text, ids = found
             for w in range(min(windows, len(ids) // length, k - len(chosen))):
@@ -255,6 +261,19 @@ def load_samples(
         raise DataError(
             f"`corpus` {source!r} has {len(chosen)} {unit} of >= {length} tokens, need k={k}; "
             f"{len(seen_lengths)} document(s) read, the longest have {longest} tokens."
+        )
+    # A kind with no document this long leaves the samples to the others: say so, since a
+    # search that reads only code (the built-in prose is 112k Gemma tokens) is judged on prose.
+    drawn = {c[0] for c in chosen}
+    short = [kind for kind, st in streams if kind and kind not in drawn and st in exhausted]
+    if short and chosen:
+        logger.warning(
+            "corpus %r: no %s document of >= %d tokens; the %d sample(s) are %s only.",
+            source,
+            " or ".join(short),
+            length,
+            len(chosen),
+            " and ".join(sorted(drawn)),
         )
     samples = Samples(
         torch.tensor(ids if full else ids[:length], dtype=torch.long) for *_, ids in chosen

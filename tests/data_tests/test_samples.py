@@ -142,3 +142,26 @@ def test_whole_packages_follow_the_modules_in_the_builtin_code() -> None:
     assert long.doc_ids[0] == "pydoc_data.topics"
     assert all(d.startswith("stdlib/") and d.endswith("/") for d in long.doc_ids[1:])
     assert long.doc_kinds[1:] == ["builtin:code"] * 3
+
+
+def test_a_kind_with_nothing_this_long_is_named_in_a_warning(tmp_path, caplog) -> None:
+    # Gemma 3 at 128k: the built-in prose is shorter, so the search reads code only; say so.
+    (tmp_path / "long").mkdir()
+    (tmp_path / "short").mkdir()
+    (tmp_path / "long" / "a.txt").write_text("a" * 500)
+    (tmp_path / "long" / "b.txt").write_text("b" * 500)
+    (tmp_path / "short" / "c.txt").write_text("c" * 150)
+    source = f"{tmp_path / 'long'},{tmp_path / 'short'}"
+    with caplog.at_level("WARNING", logger="longrope_opt.data"):
+        both = load_samples(source, char_tokenizer, 100, 2, seed=0)
+    assert not caplog.records  # each kind gave one: nothing to say
+    assert len(set(both.doc_kinds)) == 2
+    with caplog.at_level("WARNING", logger="longrope_opt.data"):
+        one = load_samples(source, char_tokenizer, 200, 2, seed=0)
+    assert len(set(one.doc_kinds)) == 1
+    (record,) = caplog.records
+    assert f"no {tmp_path / 'short'} document of >= 200 tokens" in record.getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="longrope_opt.data"):
+        load_samples(source, char_tokenizer, 200, 1, seed=0)  # the short kind is never asked
+    assert not caplog.records
