@@ -27,6 +27,7 @@ import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 
 def worker(tokens: int, layers: int, forwards: int) -> None:
@@ -100,9 +101,8 @@ def main() -> None:
         ("two, passive wait", [({**every, "OMP_WAIT_POLICY": "PASSIVE"}, 0)] * 2),
         ("two, 1 thread each", [({"OMP_NUM_THREADS": "1"}, 0)] * 2),
     ]
-    info = dict(line.split(":", 1) for line in open("/proc/cpuinfo").read().split("\n\n")[0]
-                .splitlines() if ":" in line)  # fmt: skip
-    info = {k.strip(): v.strip() for k, v in info.items()}
+    first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]  # the first core's entry
+    info = {k.strip(): v.strip() for k, _, v in (x.partition(":") for x in first.splitlines())}
     cpu = (f"{info.get('model name', platform.processor())} family {info.get('cpu family')} "
            f"model {info.get('model')}")  # fmt: skip
     print(f"# python bench/contention.py --tokens {args.tokens} --layers {args.layers} "
