@@ -4,7 +4,8 @@ A long run in the background (`nice`) and a second job beside it (a passkey chec
 is how this project works on 2 cores. PyTorch's CPU kernels run on OpenMP threads that spin
 while they wait for each other; each process sizes its pool to every core, so two processes
 spin against each other. This runs the same decoder-shaped bf16 workload (attention by SDPA,
-an MLP, ``--layers`` layers over ``--tokens`` tokens) in worker processes:
+an MLP, ``--layers`` layers over ``--tokens`` tokens; or ``--model``'s forward and loss, as
+the objectives run it) in worker processes:
 
   alone              — one process, its threads = the cores (the baseline);
   two, default       — two at once, each with threads = the cores, as two commands run;
@@ -17,6 +18,7 @@ no targets are asserted. Pause any other job first (``kill -STOP``) or its share
 
     python bench/contention.py                    # about 2 minutes on 2 cores
     python bench/contention.py --forwards 20 --tokens 4096
+    python bench/contention.py --model gemma3-270m --tokens 8192 --forwards 3
 """
 
 from __future__ import annotations
@@ -30,9 +32,36 @@ import time
 from pathlib import Path
 
 
-def worker(tokens: int, layers: int, forwards: int) -> None:
+def model_forward(name: str, tokens: int):
+    """A real model's forward as the objectives run it: decoder body, chunked LM head, loss."""
+    import torch
+
+    from longrope_opt.models import chunked_nll
+    from longrope_opt.models import decoder_hidden
+    from longrope_opt.models import load_model
+
+    model, _ = load_model(name)
+    ids = torch.randint(0, 1000, (tokens,), generator=torch.Generator().manual_seed(0))
+
+    def forward() -> None:
+        chunked_nll(model, decoder_hidden(model, ids[:-1]), ids[1:], count_correct=False)
+
+    return forward
+
+
+def worker(tokens: int, layers: int, forwards: int, model: str | None) -> None:
     import torch
     import torch.nn.functional as F
+
+    if model is not None:
+        forward = model_forward(model, tokens)
+        with torch.inference_mode():
+            forward()  # warm-up
+            start = time.perf_counter()
+            for _ in range(forwards):
+                forward()
+            print(f"{time.perf_counter() - start:.3f}", flush=True)
+        return
 
     gen = torch.Generator().manual_seed(0)  # the same weights in every worker
 
@@ -67,6 +96,7 @@ def run_case(jobs: list[tuple[dict[str, str], int]], args: argparse.Namespace) -
     """Start the jobs together; forwards per second of all of them (the last one to finish)."""
     cmd = [sys.executable, __file__, "--worker", "--tokens", str(args.tokens),
            "--layers", str(args.layers), "--forwards", str(args.forwards)]  # fmt: skip
+    cmd += ["--model", args.model] if args.model else []
     procs = []
     for env, nice in jobs:
         full = {**os.environ, **env}
@@ -87,10 +117,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--forwards", type=int, default=10)
+    parser.add_argument("--model", default=None,
+                        help="a real model's forward instead (e.g. gemma3-270m)")  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.tokens, args.layers, args.forwards)
+        worker(args.tokens, args.layers, args.forwards, args.model)
         return
     cores = len(os.sched_getaffinity(0))
     every = {"OMP_NUM_THREADS": str(cores)}
@@ -105,7 +137,8 @@ def main() -> None:
     info = {k.strip(): v.strip() for k, _, v in (x.partition(":") for x in first.splitlines())}
     cpu = (f"{info.get('model name', platform.processor())} family {info.get('cpu family')} "
            f"model {info.get('model')}")  # fmt: skip
-    print(f"# python bench/contention.py --tokens {args.tokens} --layers {args.layers} "
+    what = f"--model {args.model}" if args.model else f"--layers {args.layers}"
+    print(f"# python bench/contention.py {what} --tokens {args.tokens} "
           f"--forwards {args.forwards} -- {cpu}, {cores} cores")  # fmt: skip
     base = None
     print(f"{'case':<20} {'forwards/s':>10} {'vs alone':>9}")
