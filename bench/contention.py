@@ -145,7 +145,7 @@ def main() -> None:
     for name, jobs in cases:
         rate = run_case(jobs, args)
         base = base or rate
-        print(f"{name:<20} {rate:>10.2f} {rate / base:>8.2f}x", flush=True)
+        print(f"{name:<20} {rate:>10.3g} {rate / base:>8.2f}x", flush=True)
 
 
 if __name__ == "__main__":
