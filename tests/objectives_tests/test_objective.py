@@ -191,6 +191,18 @@ def test_a_first_document_measured_ahead_is_read_by_its_trial_once(tmp_path) -> 
     assert study.trials[0].user_attrs["sample_nll"] == study.trials[1].user_attrs["sample_nll"]
 
 
+def test_a_first_document_measured_ahead_shows_the_layer_bar(capsys) -> None:
+    # The plan's timing forward is a quarter of an hour at 128k on a CPU: it counts its layers
+    # as a trial does, and only when the objective was asked for progress.
+    model, samples, space = _setup(k=2)
+    params = space.to_params(yarn(space.spec, 128))
+    PerplexityObjective(model, samples, space=space).measure_first_ahead(params)
+    assert "layer" not in capsys.readouterr().err
+    PerplexityObjective(model, samples, space=space, progress=True).measure_first_ahead(params)
+    n_layers = len(model.get_decoder().layers)
+    assert f"{n_layers}/{n_layers}" in capsys.readouterr().err
+
+
 def test_a_first_document_measured_ahead_does_not_serve_other_numbers_or_samples(tmp_path) -> None:
     model, samples, space = _setup(k=2)
     params = space.to_params(yarn(space.spec, 128))
