@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import numpy as np
 import optuna
@@ -200,7 +201,9 @@ def test_a_first_document_measured_ahead_shows_the_layer_bar(capsys) -> None:
     assert "layer" not in capsys.readouterr().err
     PerplexityObjective(model, samples, space=space, progress=True).measure_first_ahead(params)
     n_layers = len(model.get_decoder().layers)
-    assert f"{n_layers}/{n_layers}" in capsys.readouterr().err
+    # tqdm draws at most every 0.1 s and clears this bar when done: on a fast machine only its
+    # first frame shows, so the test asks for the bar and its total, not a later count
+    assert re.search(rf"layers:.*\d+/{n_layers} ", capsys.readouterr().err)
 
 
 def test_a_first_document_measured_ahead_does_not_serve_other_numbers_or_samples(tmp_path) -> None:
