@@ -100,7 +100,10 @@ def load_model(
 
     Returns:
         ``(model, tokenizer)``. A directory written by `export_model` whose RoPE transformers
-        cannot express (n̂ > 0) comes back with that exact RoPE installed.
+        cannot express (n̂ > 0) comes back with that exact RoPE installed. Its perplexity
+        windows keep a long forward's progress in ``cache_dir() / "forwards"``
+        (`longrope_opt.patching.resumable_forward`): a process stopped mid-forward resumes
+        from the last layer saved (at most two minutes of work lost), bit for bit.
 
     Raises:
         ModelLoadError: Missing file/directory, or the hub is needed and unreachable.
@@ -191,6 +194,7 @@ def load_model(
         if chosen != "sdpa":
             set_attention(model, chosen)
     model.longrope_opt_compute = choice.to_dict()  # study provenance reads it
+    model.longrope_opt_forwards = cache_dir() / "forwards"  # long forwards resume from here
     model.to(device).eval()
     model.config.use_cache = False
     if fuse:

@@ -27,6 +27,7 @@ from longrope_opt.objectives._windows import skip_window
 from longrope_opt.objectives._windows import sliding_windows
 from longrope_opt.objectives._windows import truncate_window
 from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.patching import resumable_forward
 from longrope_opt.rope import RopeScaling
 
 
@@ -84,13 +85,18 @@ def window_nll(
         ``(nll_sum, n_scored)``.
     """
     inputs = ids[window.begin : window.end]  # (T,)
-    hidden = decoder_hidden(model, inputs, positions)  # (T, H)
-    # Position p predicts token p+1: score tokens [score_from, end) from hidden [score_from-1, end-1).
-    first = window.score_from - window.begin
-    targets = inputs[first:]  # (S,)
-    nll, _ = chunked_nll(
-        model, hidden[first - 1 : -1], targets, chunk_size=chunk_size, count_correct=False
-    )
+    # A model from `load_model` keeps a long forward's progress on disk until its loss is in:
+    # a process stopped inside a 45-minute forward resumes it from its last saved layer.
+    directory = getattr(model, "longrope_opt_forwards", None)
+    kept = resumable_forward(model, directory) if directory else contextlib.nullcontext()
+    with kept:
+        hidden = decoder_hidden(model, inputs, positions)  # (T, H)
+        # Position p predicts token p+1: score [score_from, end) from hidden [score_from-1, end-1).
+        first = window.score_from - window.begin
+        targets = inputs[first:]  # (S,)
+        nll, _ = chunked_nll(
+            model, hidden[first - 1 : -1], targets, chunk_size=chunk_size, count_correct=False
+        )
     return float(nll), int(targets.numel())
 
 

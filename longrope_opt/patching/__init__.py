@@ -32,6 +32,7 @@ from longrope_opt.patching._prefix import PREFIX_ATTENTION
 from longrope_opt.patching._prefix import SharedPrefix
 from longrope_opt.patching._prefix import can_share_prefix
 from longrope_opt.patching._prefix import shared_prefix
+from longrope_opt.patching._resume import resumable_forward
 
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "fuse_elementwise",
     "is_fused",
     "unfuse_elementwise",
+    "resumable_forward",
     "PREFIX_ATTENTION",
     "SharedPrefix",
     "can_share_prefix",

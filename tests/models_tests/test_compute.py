@@ -106,6 +106,7 @@ def test_auto_measures_and_a_forced_dtype_wins(tiny_model_dir, tmp_path, monkeyp
     )
     model, _ = load_model(tiny_model_dir, dtype="auto")
     assert model.longrope_opt_compute["source"] == "measured"
+    assert model.longrope_opt_forwards == tmp_path / "forwards"  # where long forwards resume
     assert sorted(calls) == sorted(_compute.CPU_CANDIDATES)
     chosen = PATHS[model.longrope_opt_compute["path"]]
     assert model.dtype == getattr(torch, chosen.dtype) and attention_of(model) == chosen.attn

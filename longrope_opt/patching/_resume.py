@@ -1,0 +1,240 @@
+"""A long forward that outlives its process: `resumable_forward`.
+
+At 128k a Gemma 3 270M forward takes 15-45 minutes on a 2-core CPU, and a process stopped
+mid-forward (a sitting's end, a crash, a kill) loses all of it: every stored result is a
+whole document's. Inside `resumable_forward`, a decoder layer that finishes `every` seconds
+or more after the last save writes its output to `directory` (so does the last layer of a
+forward that took that long: a stop in the LM head then keeps the decoder's work), under a
+key of everything the layers' outputs depend on. The same forward started again runs its
+first layer, finds the key, passes its input through the layers already done and continues
+from the saved output: the result is the uninterrupted forward's, bit for bit.
+
+The key is made when the first layer is called, from what reaches the layers: the weights and
+buffers (their digest is kept on the model until one of them changes), the embedded input and
+the first layer's other tensor arguments, the cos/sin every rotary module handed out (so the
+scaling, n̂ and t are in it, whatever patched them), the attention kernel, dtype and device.
+A forward whose rotary tables are made after its first layer is called, or whose layers are
+compiled, is run as usual with nothing kept: no key could vouch for a saved output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from longrope_opt.patching._compat import find_rotary_modules
+
+
+logger = logging.getLogger(__name__)
+
+#: Saved outputs kept in a directory, newest first: a stopped process leaves one per forward
+#: it was running, and a forward never run again should not hold disk for ever.
+KEEP = 4
+
+#: Tensors hashed whole into the key up to this many elements; larger ones by shape and a
+#: strided sample (half of a 128k-token hidden state still names every token it embeds).
+_WHOLE = 1 << 26
+
+_WEIGHTS = "_longrope_opt_weights_digest"
+
+
+@contextlib.contextmanager
+def resumable_forward(model: nn.Module, directory: str | Path, *, every: float = 120.0
+                      ) -> Iterator[None]:  # fmt: skip
+    """Keep the decoder's progress on disk during the forwards run inside the block.
+
+    Args:
+        model: A loaded transformers causal LM (its decoder's ``layers`` are watched).
+        directory: Where outputs are saved (created on the first save). A block that ends
+            without an exception deletes what it saved; one that raises leaves it for the rerun.
+        every: Seconds between saves (0: after every layer, as tests use).
+
+    Yields:
+        Nothing; forwards of `model` inside the block save and resume.
+    """
+    get_decoder = getattr(model, "get_decoder", None)
+    decoder = get_decoder() if get_decoder is not None else model
+    layers = list(getattr(decoder, "layers", None) or [])
+    compiled = any(getattr(layer, "_compiled_call_impl", None) is not None for layer in layers)
+    if not layers or compiled:
+        yield
+        return
+    watch = _Watch(model, layers, Path(directory), float(every))
+    handles = [m.register_forward_hook(watch.on_rotary) for m in find_rotary_modules(model)]
+    handles.append(layers[0].register_forward_pre_hook(watch.on_first, with_kwargs=True))
+    for i, layer in enumerate(layers):
+        handles.append(layer.register_forward_hook(watch.layer_hook(i)))
+    try:
+        yield
+        watch.forget()  # every forward of the block finished: nothing to resume
+    finally:
+        watch.unshadow()
+        for handle in handles:
+            handle.remove()
+
+
+class _Watch:
+    """The hooks' state: one forward at a time, as a decoder runs its layers in order."""
+
+    def __init__(self, model: nn.Module, layers: list[nn.Module], directory: Path,
+                 every: float) -> None:  # fmt: skip
+        self.model, self.layers, self.directory, self.every = model, layers, directory, every
+        self.rotary: list[str] = []  # digests of the cos/sin handed out for the next forward
+        self.key: str | None = None
+        self.resume: tuple[int, torch.Tensor] | None = None
+        self.shadowed: list[nn.Module] = []
+        self.saved: set[Path] = set()
+        self.start = self.last = 0.0
+
+    def on_rotary(self, _module: nn.Module, _args: Any, output: Any) -> None:
+        self.rotary.append(_digest(output))
+
+    def on_first(self, _module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        rotary, self.rotary = self.rotary, []
+        self.key, self.resume = None, None
+        if not rotary or not isinstance(hidden, torch.Tensor):
+            return  # cos/sin made inside the layers: nothing can vouch for a saved output
+        config = getattr(self.model, "config", None)
+        parts = [_weights_digest(self.model), str(getattr(config, "_attn_implementation", None)),
+                 str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
+                 *(_digest(a) for a in args[1:]),
+                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k != "hidden_states")]  # fmt: skip
+        self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+        self.start = self.last = time.monotonic()
+        saved = _load(self._path(), self.key, hidden.shape)
+        if saved is None:
+            return
+        done, output = saved
+        logger.info("resuming a forward after its layer %d of %d (%s)", done + 1,
+                    len(self.layers), self._path())  # fmt: skip
+        self.resume = (done, output)
+        self.saved.add(self._path())  # this forward's now: deleted once the block finishes
+        for layer in self.layers[1 : done + 1]:  # the first layer runs: its call made the key
+            layer.forward = _passthrough
+            self.shadowed.append(layer)
+
+    def layer_hook(self, i: int) -> Any:
+        def hook(_module: nn.Module, _args: Any, output: Any) -> Any:
+            if self.key is None:
+                return None
+            if self.resume is not None:
+                done, saved = self.resume
+                if i < done:
+                    return None  # passed through: its output is its input
+                self.resume = None
+                self.unshadow()
+                hidden = saved.to(_first(output).device, _first(output).dtype)
+                return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+            now = time.monotonic()
+            last = i == len(self.layers) - 1
+            if now - self.last >= self.every or (last and now - self.start >= self.every):
+                self._save(i, _first(output))
+                self.last = now
+            return None
+
+        return hook
+
+    def unshadow(self) -> None:
+        for layer in self.shadowed:
+            layer.__dict__.pop("forward", None)
+        self.shadowed = []
+
+    def forget(self) -> None:
+        for path in self.saved:
+            path.unlink(missing_ok=True)
+        self.saved.clear()
+
+    def _path(self) -> Path:
+        return self.directory / f"{self.key}.pt"
+
+    def _save(self, layer: int, hidden: torch.Tensor) -> None:
+        path = self._path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save({"key": self.key, "layer": layer, "hidden": hidden.detach().cpu()}, tmp)
+        os.replace(tmp, path)  # a reader sees the previous save or this one, never half of one
+        self.saved.add(path)
+        _prune(path.parent, keep=path)
+
+
+def _passthrough(hidden_states: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor:
+    # a layer already done: the saved output replaces the last such layer's (its forward hook)
+    return hidden_states
+
+
+def _first(output: Any) -> torch.Tensor:
+    return output[0] if isinstance(output, tuple) else output
+
+
+def _load(path: Path, key: str, shape: torch.Size) -> tuple[int, torch.Tensor] | None:
+    if not path.is_file():
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        done, hidden = int(saved["layer"]), saved["hidden"]
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+        logger.warning("ignoring an unreadable saved forward %s (%s)", path, exc)
+        return None
+    if saved.get("key") != key or tuple(hidden.shape) != tuple(shape):
+        return None
+    return done, hidden
+
+
+def _prune(directory: Path, *, keep: Path) -> None:
+    found = []
+    for path in directory.glob("*.pt"):
+        with contextlib.suppress(OSError):  # another process pruned it first
+            found.append((path.stat().st_mtime, path))
+    found.sort(reverse=True)
+    for _, path in found[KEEP:]:
+        if path != keep:
+            path.unlink(missing_ok=True)
+
+
+def _digest(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().reshape(-1)
+        if flat.numel() > _WHOLE:
+            flat = flat[:: flat.numel() // _WHOLE + 1]
+        h = hashlib.sha256(f"{tuple(value.shape)}{value.dtype}".encode())
+        h.update(flat.contiguous().cpu().view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()[:24]
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_digest(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_digest(v)}" for k, v in sorted(value.items())) + "}"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    return type(value).__name__  # a cache object, a mask builder: follows from the rest
+
+
+def _weights_digest(model: nn.Module) -> str:
+    # The weights' digest is made again only when one of them changed (a tensor's version
+    # counter moves with every in-place write): hashing 1 GB costs about a second. Buffers are
+    # small and may be remade under inference mode (no version counter): hashed every time.
+    params = list(model.parameters())
+    signature = tuple((p.data_ptr(), p._version, tuple(p.shape), str(p.dtype)) for p in params)
+    cached = model.__dict__.get(_WEIGHTS)
+    if cached is None or cached[0] != signature:
+        cached = (signature, _hash(params))
+        model.__dict__[_WEIGHTS] = cached
+    return f"{cached[1]}+{_hash(list(model.buffers()))}"
+
+
+def _hash(tensors: Sequence[torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+        h.update(t.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:24]
