@@ -103,7 +103,7 @@ def load_model(
         cannot express (n̂ > 0) comes back with that exact RoPE installed. Its perplexity
         windows keep a long forward's progress in ``cache_dir() / "forwards"``
         (`longrope_opt.patching.resumable_forward`): a process stopped mid-forward resumes
-        from the last layer saved (at most two minutes of work lost), bit for bit.
+        from the last layer saved (losing the layer it was in), bit for bit.
 
     Raises:
         ModelLoadError: Missing file/directory, or the hub is needed and unreachable.
