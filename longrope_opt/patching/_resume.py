@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from longrope_opt.patching._compat import find_rotary_modules
+from longrope_opt.patching._compile import is_fused
 
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ KEEP = 4
 _WHOLE = 1 << 26
 
 _WEIGHTS = "_longrope_opt_weights_digest"
+
+#: The first layer's arguments already in the key: its input, and cos/sin (the rotary hooks'
+#: digests; hashing them again is 268 MB more a forward at 128k).
+_KEYED = ("hidden_states", "position_embeddings")
 
 
 @contextlib.contextmanager
@@ -65,8 +70,7 @@ def resumable_forward(model: nn.Module, directory: str | Path, *, every: float =
     get_decoder = getattr(model, "get_decoder", None)
     decoder = get_decoder() if get_decoder is not None else model
     layers = list(getattr(decoder, "layers", None) or [])
-    compiled = any(getattr(layer, "_compiled_call_impl", None) is not None for layer in layers)
-    if not layers or compiled:
+    if not layers or is_fused(model):  # compiled layers: a shadowed forward may not be called
         yield
         return
     watch = _Watch(model, layers, Path(directory), float(every))
@@ -109,7 +113,7 @@ class _Watch:
         parts = [_weights_digest(self.model), str(getattr(config, "_attn_implementation", None)),
                  str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
                  *(_digest(a) for a in args[1:]),
-                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k != "hidden_states")]  # fmt: skip
+                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k not in _KEYED)]  # fmt: skip
         self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         self.start = self.last = time.monotonic()
         saved = _load(self._path(), self.key, hidden.shape)
