@@ -48,10 +48,6 @@ _WHOLE = 1 << 26
 
 _WEIGHTS = "_longrope_opt_weights_digest"
 
-#: The first layer's arguments already in the key: its input, and cos/sin (the rotary hooks'
-#: digests; hashing them again is 268 MB more a forward at 128k).
-_KEYED = ("hidden_states", "position_embeddings")
-
 
 @contextlib.contextmanager
 def resumable_forward(model: nn.Module, directory: str | Path, *, every: float = 120.0
@@ -113,7 +109,7 @@ class _Watch:
         parts = [_weights_digest(self.model), str(getattr(config, "_attn_implementation", None)),
                  str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
                  *(_digest(a) for a in args[1:]),
-                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k not in _KEYED)]  # fmt: skip
+                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k != "hidden_states")]  # fmt: skip
         self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         self.start = self.last = time.monotonic()
         saved = _load(self._path(), self.key, hidden.shape)
