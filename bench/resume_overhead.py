@@ -4,8 +4,9 @@
 `resumable_forward`: the first layer's call hashes what reaches the layers (the embedded input,
 the cos/sin, the weights once per model), and a layer that finishes two minutes after the last
 save writes the decoder's output to disk. This times the window both ways, alternating, in one
-process (the baseline is the plain window), and one save at the sizes the Gemma 3 runs write.
-No target is asserted.
+process (the baseline is the plain window), and one save at the sizes the Gemma 3 runs write:
+a decoder output, and the keys and values one layer of a branched passkey haystack's capture
+leaves (saved once per layer beside it). No target is asserted.
 
     python bench/resume_overhead.py                         # smollm2-135m, 8k tokens, 3 rounds
     python bench/resume_overhead.py --model gemma3-270m --tokens 16384 --rounds 2
@@ -50,6 +51,13 @@ def main() -> None:
         start = time.perf_counter()
         torch.save({"hidden": hidden}, scratch / "save.pt")
         save = time.perf_counter() - start
+        config = model.config.get_text_config()
+        heads = config.num_key_value_heads
+        dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        kv = {k: torch.randn(1, heads, 131072, dim, dtype=model.dtype) for k in ("key", "value")}
+        start = time.perf_counter()
+        torch.save(kv, scratch / "layer.kv")
+        kv_save = time.perf_counter() - start
     plain = min(seconds["plain"])
     print(f"{args.model}, {args.tokens} tokens, {args.rounds} rounds, {cpu_name()}")
     print(f"{'window':<12} {'best s':>8} {'ratio':>7}")
@@ -57,6 +65,9 @@ def main() -> None:
         print(f"{name:<12} {min(times):8.2f} {min(times) / plain:7.3f}")
     size = hidden.numel() * hidden.element_size() / 2**20
     print(f"one save of a 131072-token decoder output ({size:.0f} MiB): {save:.2f} s")
+    kv_size = sum(t.numel() * t.element_size() for t in kv.values()) / 2**20
+    print(f"one layer's captured keys and values at 131072 tokens ({kv_size:.0f} MiB, "
+          f"{model.dtype}): {kv_save:.2f} s")
 
 
 if __name__ == "__main__":

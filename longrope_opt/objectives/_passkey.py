@@ -28,6 +28,7 @@ from longrope_opt.objectives._forms import LEAD_IN
 from longrope_opt.objectives._forms import check_passkey_form
 from longrope_opt.objectives._perplexity import _maybe_patch
 from longrope_opt.patching import can_share_prefix
+from longrope_opt.patching import resumable_forward
 from longrope_opt.patching import shared_prefix
 from longrope_opt.rope import RopeScaling
 
@@ -217,7 +218,8 @@ def passkey_results(
     order = sorted(range(len(prompts)), key=lambda i: (-prompts[i].key_span[0], i))
     base = prompts[order[0]].ids[: prompts[order[0]].key_span[0]]
     with shared_prefix(model) as shared:
-        shared.capture(base)
+        with resumable_forward(model, _forwards(model), layer_state=shared):
+            shared.capture(base)
         alone = []
         for i in order:
             prompt = prompts[i]
@@ -249,7 +251,9 @@ def _branched_results(
         groups.setdefault(tuple(prompt.haystack().tolist()), []).append(i)
     with shared_prefix(model) as shared:
         for haystack, members in groups.items():
-            shared.capture(torch.tensor(haystack, dtype=torch.long))
+            # a 128k haystack is a 15-45 minute forward on a CPU: a stopped one resumes
+            with resumable_forward(model, _forwards(model), layer_state=shared):
+                shared.capture(torch.tensor(haystack, dtype=torch.long))
             for i in members:
                 prompt = prompts[i]
                 a, b = prompt.key_span
@@ -264,6 +268,11 @@ def _branched_results(
                 last = (b - a) + n - 1  # the question's last token predicts the answer
                 nll, correct = chunked_nll(model, hidden[last : last + k], prompt.answer_ids)
                 yield i, correct == k, float(nll)
+
+
+def _forwards(model: Any) -> Any:
+    # a model from `load_model` names where its long forwards are kept (`window_nll` too)
+    return getattr(model, "longrope_opt_forwards", None)
 
 
 def passkey_prompts(

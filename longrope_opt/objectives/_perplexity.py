@@ -87,9 +87,7 @@ def window_nll(
     inputs = ids[window.begin : window.end]  # (T,)
     # A model from `load_model` keeps a long forward's progress on disk until its loss is in:
     # a process stopped inside a 45-minute forward resumes it from its last saved layer.
-    directory = getattr(model, "longrope_opt_forwards", None)
-    kept = resumable_forward(model, directory) if directory else contextlib.nullcontext()
-    with kept:
+    with resumable_forward(model, getattr(model, "longrope_opt_forwards", None)):
         hidden = decoder_hidden(model, inputs, positions)  # (T, H)
         # Position p predicts token p+1: score [score_from, end) from hidden [score_from-1, end-1).
         first = window.score_from - window.begin

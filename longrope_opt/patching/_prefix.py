@@ -212,6 +212,29 @@ class SharedPrefix:
         self._model = model
         self._states = states
         self.length = 0  # captured positions
+        # `resumable_forward` keys a capture by this too: a plain forward's output is the same,
+        # but it leaves no keys and values behind
+        self.resume_tag = f"{PREFIX_ATTENTION}:{states[0].inner if states else ''}"
+
+    def _layer(self, layer: int) -> _LayerState | None:
+        for module in self._model.get_decoder().layers[layer].modules():
+            state = module.__dict__.get(_STATE)
+            if state is not None:
+                return state
+        return None
+
+    def layer_tensors(self, layer: int) -> dict[str, torch.Tensor]:
+        """The keys and values decoder layer `layer` captured (for `resumable_forward`)."""
+        state = self._layer(layer)
+        if state is None or state.key is None or state.value is None:
+            return {}
+        return {"key": state.key.contiguous(), "value": state.value.contiguous()}
+
+    def load_layer_tensors(self, layer: int, tensors: dict[str, torch.Tensor]) -> None:
+        """Put back what `layer_tensors` gave for a capture of the same tokens."""
+        state = self._layer(layer)
+        if state is not None and tensors:
+            state.key, state.value = tensors["key"], tensors["value"]
 
     def _run(self, ids: torch.Tensor, start: int, positions: torch.Tensor | None = None) -> torch.Tensor:
         device = self._model.get_output_embeddings().weight.device

@@ -15,6 +15,13 @@ the first layer's other tensor arguments, the cos/sin every rotary module handed
 scaling, n̂ and t are in it, whatever patched them), the attention kernel, dtype and device.
 A forward whose rotary tables are made after its first layer is called, or whose layers are
 compiled, is run as usual with nothing kept: no key could vouch for a saved output.
+
+Some forwards leave more than their output: a shared prefix's capture keeps every layer's keys
+and values for the continuations that follow it (`SharedPrefix`, a 128k passkey haystack). Such
+a forward passes that keeper as `layer_state`: each save also writes the tensors of the layers
+finished since the last one (``<key>.<layer>.kv``, written once each), and a resumed forward
+hands those of the layers it passes through back to it, so the continuations see what an
+uninterrupted capture left. At 128k in Gemma 3 270M that is 128 MiB a layer.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -49,16 +57,36 @@ _WHOLE = 1 << 26
 _WEIGHTS = "_longrope_opt_weights_digest"
 
 
+class LayerState(Protocol):
+    """What a forward's layers leave beside their outputs, saved and restored with them."""
+
+    #: Goes into the key: forwards that leave different things never share a saved output.
+    resume_tag: str
+
+    def layer_tensors(self, layer: int) -> dict[str, torch.Tensor]:
+        """The tensors decoder layer `layer` left (after it ran)."""
+        ...
+
+    def load_layer_tensors(self, layer: int, tensors: dict[str, torch.Tensor]) -> None:
+        """Put back what layer `layer` left (it is passed through and leaves nothing)."""
+        ...
+
+
 @contextlib.contextmanager
-def resumable_forward(model: nn.Module, directory: str | Path, *, every: float = 120.0
-                      ) -> Iterator[None]:  # fmt: skip
+def resumable_forward(
+    model: nn.Module, directory: str | Path | None, *, every: float = 120.0,
+    layer_state: LayerState | None = None,
+) -> Iterator[None]:  # fmt: skip
     """Keep the decoder's progress on disk during the forwards run inside the block.
 
     Args:
         model: A loaded transformers causal LM (its decoder's ``layers`` are watched).
-        directory: Where outputs are saved (created on the first save). A block that ends
-            without an exception deletes what it saved; one that raises leaves it for the rerun.
+        directory: Where outputs are saved (created on the first save); None keeps nothing.
+            A block that ends without an exception deletes what it saved; one that raises
+            leaves it for the rerun.
         every: Seconds between saves (0: after every layer, as tests use).
+        layer_state: What the layers leave beside their outputs (a shared prefix's keys and
+            values), saved with them and put back on a resume.
 
     Yields:
         Nothing; forwards of `model` inside the block save and resume.
@@ -66,10 +94,10 @@ def resumable_forward(model: nn.Module, directory: str | Path, *, every: float =
     get_decoder = getattr(model, "get_decoder", None)
     decoder = get_decoder() if get_decoder is not None else model
     layers = list(getattr(decoder, "layers", None) or [])
-    if not layers or is_fused(model):  # compiled layers: a shadowed forward may not be called
+    if directory is None or not layers or is_fused(model):  # compiled: shadowing is not called
         yield
         return
-    watch = _Watch(model, layers, Path(directory), float(every))
+    watch = _Watch(model, layers, Path(directory), float(every), layer_state)
     handles = [m.register_forward_hook(watch.on_rotary) for m in find_rotary_modules(model)]
     handles.append(layers[0].register_forward_pre_hook(watch.on_first, with_kwargs=True))
     for i, layer in enumerate(layers):
@@ -87,8 +115,10 @@ class _Watch:
     """The hooks' state: one forward at a time, as a decoder runs its layers in order."""
 
     def __init__(self, model: nn.Module, layers: list[nn.Module], directory: Path,
-                 every: float) -> None:  # fmt: skip
+                 every: float, state: LayerState | None) -> None:  # fmt: skip
         self.model, self.layers, self.directory, self.every = model, layers, directory, every
+        self.state = state
+        self.kept = 0  # layers whose `state` tensors are on disk for this key
         self.rotary: list[str] = []  # digests of the cos/sin handed out for the next forward
         self.key: str | None = None
         self.resume: tuple[int, torch.Tensor] | None = None
@@ -110,12 +140,22 @@ class _Watch:
                  str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
                  *(_digest(a) for a in args[1:]),
                  *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k != "hidden_states")]  # fmt: skip
+        if self.state is not None:  # absent otherwise: the keys of plain forwards stay as they were
+            parts.append(f"state={self.state.resume_tag}")
         self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         self.start = self.last = time.monotonic()
+        self.kept = 0
         saved = _load(self._path(), self.key, hidden.shape)
         if saved is None:
             return
         done, output = saved
+        if self.state is not None:
+            left = [_load_state(self._state_path(j)) for j in range(1, done + 1)]
+            if any(t is None for t in left):
+                return  # a layer's tensors are gone: run the whole forward again
+            for j, tensors in enumerate(left, start=1):
+                self.state.load_layer_tensors(j, tensors)  # type: ignore[arg-type]
+            self.kept = done + 1
         logger.info("resuming a forward after its layer %d of %d (%s)", done + 1,
                     len(self.layers), self._path())  # fmt: skip
         self.resume = (done, output)
@@ -152,20 +192,48 @@ class _Watch:
 
     def forget(self) -> None:
         for path in self.saved:
-            path.unlink(missing_ok=True)
+            _unlink(path)
         self.saved.clear()
 
     def _path(self) -> Path:
         return self.directory / f"{self.key}.pt"
 
+    def _state_path(self, layer: int) -> Path:
+        return self.directory / f"{self.key}.{layer}.kv"
+
     def _save(self, layer: int, hidden: torch.Tensor) -> None:
         path = self._path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save({"key": self.key, "layer": layer, "hidden": hidden.detach().cpu()}, tmp)
-        os.replace(tmp, path)  # a reader sees the previous save or this one, never half of one
+        if self.state is not None:  # the layers' tensors first: a saved output implies them
+            for j in range(self.kept, layer + 1):
+                tensors = {k: v.detach().cpu() for k, v in self.state.layer_tensors(j).items()}
+                _write(tensors, self._state_path(j))
+            self.kept = layer + 1
+        _write({"key": self.key, "layer": layer, "hidden": hidden.detach().cpu()}, path)
         self.saved.add(path)
         _prune(path.parent, keep=path)
+
+
+def _write(obj: Any, path: Path) -> None:
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)  # a reader sees the previous save or this one, never half of one
+
+
+def _unlink(path: Path) -> None:
+    # a saved output and the layer tensors saved with it (`<key>.pt`, `<key>.<layer>.kv`)
+    path.unlink(missing_ok=True)
+    for extra in path.parent.glob(f"{path.stem}.*.kv"):
+        extra.unlink(missing_ok=True)
+
+
+def _load_state(path: Path) -> dict[str, torch.Tensor] | None:
+    try:
+        tensors = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, TypeError, ValueError) as exc:
+        logger.warning("ignoring unreadable saved layer tensors %s (%s)", path, exc)
+        return None
+    return tensors if isinstance(tensors, dict) else None
 
 
 def _passthrough(hidden_states: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor:
@@ -199,7 +267,7 @@ def _prune(directory: Path, *, keep: Path) -> None:
     found.sort(reverse=True)
     for _, path in found[KEEP:]:
         if path != keep:
-            path.unlink(missing_ok=True)
+            _unlink(path)
 
 
 def _digest(value: Any) -> str:
