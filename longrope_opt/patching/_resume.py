@@ -56,6 +56,10 @@ _WHOLE = 1 << 26
 
 _WEIGHTS = "_longrope_opt_weights_digest"
 
+#: The first layer's arguments already in the key: its input, and cos/sin (the rotary hooks'
+#: digests; hashing them again is 268 MB more a forward at 128k).
+_KEYED = ("hidden_states", "position_embeddings")
+
 
 class LayerState(Protocol):
     """What a forward's layers leave beside their outputs, saved and restored with them."""
@@ -131,7 +135,9 @@ class _Watch:
 
     def on_first(self, _module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         hidden = args[0] if args else kwargs.get("hidden_states")
-        rotary, self.rotary = self.rotary, []
+        # sorted: a decoder may call its rotary module once per layer type in the order of a
+        # set of strings (Gemma 3: `set(config.layer_types)`), which changes between processes
+        rotary, self.rotary = sorted(self.rotary), []
         self.key, self.resume = None, None
         if not rotary or not isinstance(hidden, torch.Tensor):
             return  # cos/sin made inside the layers: nothing can vouch for a saved output
@@ -139,7 +145,7 @@ class _Watch:
         parts = [_weights_digest(self.model), str(getattr(config, "_attn_implementation", None)),
                  str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
                  *(_digest(a) for a in args[1:]),
-                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k != "hidden_states")]  # fmt: skip
+                 *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k not in _KEYED)]  # fmt: skip
         if self.state is not None:  # absent otherwise: the keys of plain forwards stay as they were
             parts.append(f"state={self.state.resume_tag}")
         self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]

@@ -155,3 +155,49 @@ def test_a_window_of_a_loaded_model_resumes_and_scores_the_same(tmp_path) -> Non
         assert window_nll(model, ids, window) == whole
     assert ran == [0, 3, 4]
     assert list(tmp_path.glob("*.pt")) == []
+
+
+_PROCESS = """
+import sys, torch
+from pathlib import Path
+from longrope_opt.models import decoder_hidden
+from longrope_opt.patching import resumable_forward
+from tests.conftest import build_tiny_model
+
+layer_types = ["sliding_attention", "sliding_attention", "full_attention"] * 2
+model = build_tiny_model("gemma3", num_hidden_layers=5, layer_types=layer_types[:5])
+ids = torch.randint(3, 128, (96,), generator=torch.Generator().manual_seed(0))
+ran = []
+for i, layer in enumerate(model.get_decoder().layers):
+    layer.mlp.register_forward_hook(lambda *_, i=i: ran.append(i))
+def stop(*_):
+    raise KeyboardInterrupt
+try:
+    with torch.inference_mode(), resumable_forward(model, Path(sys.argv[1]), every=0):
+        if sys.argv[2] == "stop":  # after the block's own hook: layer 2 saves, then the stop
+            model.get_decoder().layers[2].register_forward_hook(stop)
+        decoder_hidden(model, ids)
+except KeyboardInterrupt:
+    pass
+print(list({"sliding_attention", "full_attention"}), ran)
+"""
+
+
+def test_another_process_resumes_whatever_order_it_calls_the_rotary_module_in(tmp_path) -> None:
+    # Gemma 3's decoder makes its two cos/sin tables in the order of a set of strings, which
+    # depends on the process's hash seed: the key must not (seeds 0 and 1 iterate differently)
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+
+    def run(seed: int, mode: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root)}
+        done = subprocess.run([sys.executable, "-c", _PROCESS, str(tmp_path), mode], env=env,
+                              cwd=root, capture_output=True, text=True, check=True)  # fmt: skip
+        return done.stdout.strip().splitlines()[-1]
+
+    stopped, resumed = run(0, "stop"), run(1, "resume")
+    assert stopped.split("]")[0] != resumed.split("]")[0]  # the two processes' set orders differ
+    assert resumed.endswith("[0, 3, 4]")  # resumed after layer 2: the first layer, then 3 and 4
