@@ -108,6 +108,8 @@ class Instance:
         noise: Standard deviation of the fixed per-point error (0: exact).
         constraint: λ → the constraint value (≤ 0 feasible), or None.
         optimum: The known minimum of the true value (feasible, for a constrained one).
+        value: (λ, n̂, t) → the whole true value, in place of `g` and the n̂ and t terms
+            (the fitted model of the real objective), or None.
     """
 
     name: str
@@ -119,6 +121,7 @@ class Instance:
     noise: float = 0.0
     constraint: Callable[[np.ndarray], float] | None = None
     optimum: float = 0.0
+    value: Callable[[np.ndarray, int, float], float] | None = None
 
     def decode(self, params: Mapping[str, Any]) -> tuple[np.ndarray, int, float]:
         """Trial parameters → (λ as evaluated, n̂, t)."""
@@ -128,6 +131,8 @@ class Instance:
     def true_value(self, params: Mapping[str, Any]) -> float:
         """The noise-free value of a trial."""
         lam, n_hat, t = self.decode(params)
+        if self.value is not None:
+            return self.value(lam, n_hat, t)
         h = N_HAT_WEIGHT * (math.log2(1 + n_hat) - math.log2(1 + self.n_hat_star)) ** 2
         return float(self.g(lam) + h + T_WEIGHT * (t - self.t_star) ** 2)
 
@@ -197,9 +202,12 @@ def build(name: str, scale: int, seed: int) -> Instance:
     space = make_space(scale)
     rng = np.random.default_rng([seed, scale, sum(map(ord, name))])
     if name in ("surrogate", "noisy"):
-        from bench.surrogate import surrogate_instance  # the fitted model of the real objective
+        from bench.surrogate import NOISE  # the fitted model of the real objective
+        from bench.surrogate import surrogate_optimum
 
-        return surrogate_instance(space, noisy=name == "noisy", seed=seed)
+        value, target, n_hat, t = surrogate_optimum(space)
+        noise = NOISE if name == "noisy" else 0.0
+        return Instance(name, space, lambda lam: 0.0, target, n_hat, t, noise, value=value)
     if name == "constrained":
         return _constrained(space, rng)
     if name == "quadratic":

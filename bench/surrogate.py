@@ -133,10 +133,9 @@ def _carry_back(lam: np.ndarray, t: float, k: float) -> tuple[np.ndarray, float]
     return lam ** (1.0 / k), math.sqrt(max(1.0 + (t * t - 1.0) / k, 1e-12))
 
 
-def surrogate_instance(space: Any, *, noisy: bool, seed: int) -> Any:
-    """The ``surrogate`` (or ``noisy``) landscape in `space` (4× or 8× of SmolLM2)."""
-    from bench.landscapes import Instance
-
+def surrogate_optimum(space: Any) -> tuple[Any, np.ndarray, int, float]:
+    """The fitted model in `space` (4× or 8× of SmolLM2): ``(value, λ*, n̂*, t*)``, where
+    ``value(λ, n̂, t)`` is the model's log perplexity less its minimum (0 at the optimum)."""
     coef = fitted()
     s = space.spec.scale(space.target_length)
     k = math.log(s) / math.log(4.0)  # the 4× model carried to s (k = 1 at 4×)
@@ -146,17 +145,11 @@ def surrogate_instance(space: Any, *, noisy: bool, seed: int) -> Any:
     lam4, n_hat, t4 = optimum(coef, lo4, hi4, space.n_hat, t4_bounds)
     y_star = float(predict(coef, lam4, n_hat, t4)[0])
 
-    class Surrogate(Instance):
-        def true_value(self, params):  # the model's log perplexity, less its minimum
-            lam, nh, t = self.decode(params)
-            l4, tt = _carry_back(lam, t, k)
-            return float(predict(coef, l4, nh, tt)[0]) - y_star
+    def value(lam: np.ndarray, nh: int, t: float) -> float:
+        l4, tt = _carry_back(lam, t, k)
+        return float(predict(coef, l4, nh, tt)[0]) - y_star
 
-    t_star = math.sqrt(1.0 + (t4 * t4 - 1.0) * k)
-    return Surrogate(
-        "noisy" if noisy else "surrogate", space, lambda lam: 0.0, lam4**k, n_hat, t_star,
-        NOISE if noisy else 0.0,
-    )  # fmt: skip
+    return value, lam4**k, n_hat, math.sqrt(1.0 + (t4 * t4 - 1.0) * k)
 
 
 def cross_validate(folds: int = 5, seed: int = 0, **penalties: float) -> dict[str, float]:
