@@ -9,7 +9,7 @@
 # PROSE is the held-out books folder made by html_corpus.py (see docs/results.md); OUT is where
 # `extend` writes the extended model directories (default: the current folder). One thread a
 # lane: two one-thread processes do more work than one two-thread process on 2 cores
-# (bench/results/contention.txt). The 4x table's classic rows do not depend on the 4x search, so
+# (bench/results/contention.txt); a lane left alone runs with THREADS=2. The 4x table's classic rows do not depend on the 4x search, so
 # the 2x lane measures them once its own work is done, into the 4x study's database, where the
 # 4x validation finds them; the 4x search, the long one, keeps its lane to itself.
 set -euo pipefail
@@ -19,7 +19,9 @@ out=$(realpath "${3:-.}")
 cd "$(dirname "$0")/.."  # after the paths: they are the caller's
 results=experiments/results
 classic=pi,ntk,yarn,yarn-cd,ntk-cd
-run() { echo "[gemma3_runs $lane] $(date -u +%FT%TZ) $*"; OMP_NUM_THREADS=1 nice -n 10 "$@"; }
+# THREADS=2 once the other lane has ended: a lone lane would leave a core idle
+threads=${THREADS:-1}
+run() { echo "[gemma3_runs $lane] $(date -u +%FT%TZ) $*"; OMP_NUM_THREADS=$threads nice -n 10 "$@"; }
 
 case $lane in
 64k)
