@@ -9,9 +9,10 @@
 # PROSE is the held-out books folder made by html_corpus.py (see docs/results.md); OUT is where
 # `extend` writes the extended model directories (default: the current folder). One thread a
 # lane: two one-thread processes do more work than one two-thread process on 2 cores
-# (bench/results/contention.txt); a lane left alone runs with THREADS=2. The 4x table's classic rows do not depend on the 4x search, so
-# the 2x lane measures them once its own work is done, into the 4x study's database, where the
-# 4x validation finds them; the 4x search, the long one, keeps its lane to itself.
+# (bench/results/contention.txt); a lane left alone runs with THREADS=2. The 4x table's classic
+# rows do not depend on the 4x search, so the 2x lane measures them once its own work is done,
+# into the 4x study's database, where the 4x validation finds them; the 4x search, the long one,
+# keeps its lane to itself.
 set -euo pipefail
 lane=${1:?usage: $0 64k|128k PROSE [OUT]}
 prose=$(realpath "${2:?usage: $0 64k|128k PROSE [OUT]}")
