@@ -38,6 +38,7 @@ from longrope_opt.studies._pipeline import SearchResult
 from longrope_opt.studies._pipeline import prepare
 from longrope_opt.studies._pipeline import run_search
 from longrope_opt.studies._rerank import rerank_study
+from longrope_opt.studies._retry import RetryStaleTrial
 from longrope_opt.studies._run import finished_trials
 from longrope_opt.studies._run import open_study
 from longrope_opt.studies._run import run_study
@@ -75,6 +76,7 @@ __all__ = [
     "Stage",
     "Search",
     "Rerank",
+    "RetryStaleTrial",
     "Guard",
     "DEFAULT_STORAGE",
     "GUARD_SEED",

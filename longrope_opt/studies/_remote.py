@@ -43,6 +43,7 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState
 
 from longrope_opt.errors import StorageError
+from longrope_opt.studies._retry import RetryStaleTrial
 from longrope_opt.urls import redact_url
 
 
@@ -63,7 +64,7 @@ class AttrHeartbeat(BaseHeartbeat):
 
     def _setup_heartbeat(self, interval: int | None) -> None:
         self._beat_interval = interval or None
-        self._stale_callback = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+        self._stale_callback = RetryStaleTrial()
 
     def record_heartbeat(self, trial_id: int) -> None:
         """Write this process's clock on the running trial."""
@@ -95,7 +96,7 @@ class AttrHeartbeat(BaseHeartbeat):
     def get_heartbeat_stale_trial_callback(
         self,
     ) -> Callable[[optuna.Study, FrozenTrial], None] | None:
-        """Re-queue a stale trial's parameters once (Optuna's `RetryHeartbeatStaleTrialCallback`)."""
+        """Re-queue a stale trial's parameters while its runs make progress (`RetryStaleTrial`)."""
         return self._stale_callback if self._beat_interval else None
 
 

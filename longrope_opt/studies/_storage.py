@@ -14,6 +14,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import StorageError
 from longrope_opt.studies._remote import connect_grpc
 from longrope_opt.studies._remote import open_journal
+from longrope_opt.studies._retry import RetryStaleTrial
 from longrope_opt.urls import ENV_STORAGE
 from longrope_opt.urls import redact_url
 from longrope_opt.urls import scrub
@@ -114,7 +115,8 @@ def make_storage(
     an absolute path), the last two as `longrope_opt.studies._remote` makes them.
 
     With a heartbeat, a trial whose process died is failed after ``2 × interval`` seconds and its
-    parameters re-queued once (Optuna's `RetryHeartbeatStaleTrialCallback`).
+    parameters re-queued while its runs make progress (`RetryStaleTrial`, on Optuna's
+    `RetryHeartbeatStaleTrialCallback`).
 
     Args:
         url: A database URL (`resolve_storage_url`).
@@ -155,9 +157,7 @@ def make_storage(
         kwargs = {
             "heartbeat_interval": heartbeat_interval,
             "grace_period": 2 * heartbeat_interval,
-            "heartbeat_stale_trial_callback": optuna.storages.RetryHeartbeatStaleTrialCallback(
-                max_retry=1
-            ),
+            "heartbeat_stale_trial_callback": RetryStaleTrial(),
         }
     try:
         storage = _open_rdb(url, engine_kwargs, kwargs)
