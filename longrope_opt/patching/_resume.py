@@ -12,9 +12,11 @@ from the saved output: the result is the uninterrupted forward's, bit for bit.
 The key is made when the first layer is called, from what reaches the layers: the weights and
 buffers (their digest is kept on the model until one of them changes), the embedded input and
 the first layer's other tensor arguments, the cos/sin every rotary module handed out (so the
-scaling, n̂ and t are in it, whatever patched them), the attention kernel, dtype and device.
-A forward whose rotary tables are made after its first layer is called, or whose layers are
-compiled, is run as usual with nothing kept: no key could vouch for a saved output.
+scaling, n̂ and t are in it, whatever patched them), the attention kernel, dtype and device,
+and whether the layers are compiled (`fuse_elementwise` rounds otherwise than eager layers; a
+compiled layer passed through gets its compiled forward back afterwards). A forward whose
+rotary tables are made after its first layer is called is run as usual with nothing kept: no
+key could vouch for a saved output.
 
 Some forwards leave more than their output: a shared prefix's capture keeps every layer's keys
 and values for the continuations that follow it (`SharedPrefix`, a 128k passkey haystack). Such
@@ -55,6 +57,7 @@ KEEP = 4
 _WHOLE = 1 << 26
 
 _WEIGHTS = "_longrope_opt_weights_digest"
+_OWN = object()  # a layer with no forward of its own instance: its class's
 
 #: The first layer's arguments already in the key: its input, and cos/sin (the rotary hooks'
 #: digests; hashing them again is 268 MB more a forward at 128k).
@@ -98,7 +101,7 @@ def resumable_forward(
     get_decoder = getattr(model, "get_decoder", None)
     decoder = get_decoder() if get_decoder is not None else model
     layers = list(getattr(decoder, "layers", None) or [])
-    if directory is None or not layers or is_fused(model):  # compiled: shadowing is not called
+    if directory is None or not layers:
         yield
         return
     watch = _Watch(model, layers, Path(directory), float(every), layer_state)
@@ -126,7 +129,8 @@ class _Watch:
         self.rotary: list[str] = []  # digests of the cos/sin handed out for the next forward
         self.key: str | None = None
         self.resume: tuple[int, torch.Tensor] | None = None
-        self.shadowed: list[nn.Module] = []
+        # layers passed through, with the forward their instance held before (a compiled one)
+        self.shadowed: list[tuple[nn.Module, Any]] = []
         self.saved: set[Path] = set()
         self.start = self.last = 0.0
 
@@ -146,6 +150,8 @@ class _Watch:
                  str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
                  *(_digest(a) for a in args[1:]),
                  *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k not in _KEYED)]  # fmt: skip
+        if is_fused(self.model):  # compiled layers round otherwise than eager ones
+            parts.append("fused")
         if self.state is not None:  # absent otherwise: the keys of plain forwards stay as they were
             parts.append(f"state={self.state.resume_tag}")
         self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
@@ -167,8 +173,8 @@ class _Watch:
         self.resume = (done, output)
         self.saved.add(self._path())  # this forward's now: deleted once the block finishes
         for layer in self.layers[1 : done + 1]:  # the first layer runs: its call made the key
+            self.shadowed.append((layer, layer.__dict__.get("forward", _OWN)))
             layer.forward = _passthrough
-            self.shadowed.append(layer)
 
     def layer_hook(self, i: int) -> Any:
         def hook(_module: nn.Module, _args: Any, output: Any) -> Any:
@@ -192,8 +198,11 @@ class _Watch:
         return hook
 
     def unshadow(self) -> None:
-        for layer in self.shadowed:
-            layer.__dict__.pop("forward", None)
+        for layer, before in self.shadowed:
+            if before is _OWN:
+                layer.__dict__.pop("forward", None)
+            else:  # `fuse_elementwise`'s compiled forward, put back as it was
+                layer.forward = before
         self.shadowed = []
 
     def forget(self) -> None:

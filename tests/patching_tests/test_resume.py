@@ -201,3 +201,37 @@ def test_another_process_resumes_whatever_order_it_calls_the_rotary_module_in(tm
     stopped, resumed = run(0, "stop"), run(1, "resume")
     assert stopped.split("]")[0] != resumed.split("]")[0]  # the two processes' set orders differ
     assert resumed.endswith("[0, 3, 4]")  # resumed after layer 2: the first layer, then 3 and 4
+
+
+def test_a_compiled_forward_resumes_and_keeps_its_compiled_layers(tmp_path) -> None:
+    # `extend` fuses the element-wise work (`fuse_elementwise`): its forwards resume too, the
+    # layers passed through get their compiled forwards back, and a compiled forward's saved
+    # output is not an eager one's (they round differently)
+    from longrope_opt.patching import fuse_elementwise
+    from longrope_opt.patching import unfuse_elementwise
+
+    model, ids = fuse_elementwise(_model("gemma3")), _ids()
+    ran: list[int] = []  # a compiled layer calls no module hooks inside: count its forward
+
+    def counted(i: int, forward: Any) -> Any:
+        return lambda *args, **kwargs: (ran.append(i), forward(*args, **kwargs))[1]
+
+    for i, layer in enumerate(model.get_decoder().layers):
+        layer.forward = counted(i, layer.__dict__["forward"])
+    compiled = [layer.__dict__["forward"] for layer in model.get_decoder().layers]
+    with torch.inference_mode():
+        whole = decoder_hidden(model, ids)
+    _stopped_forward(model, ids, tmp_path, 2)
+    ran.clear()
+    with torch.inference_mode(), resumable_forward(model, tmp_path, every=0):
+        resumed = decoder_hidden(model, ids)
+    assert torch.equal(resumed, whole)
+    assert ran == [0, 3, 4]
+    assert all(layer.__dict__["forward"] is f for layer, f in zip(model.get_decoder().layers, compiled))
+    _stopped_forward(model, ids, tmp_path, 2)
+    unfuse_elementwise(model)
+    ran = _count_layer_work(model)
+    with torch.inference_mode(), resumable_forward(model, tmp_path, every=0):
+        decoder_hidden(model, ids)
+    assert ran == list(range(LAYERS))  # eager: run whole
+    assert len(list(tmp_path.glob("*.pt"))) == 1  # the compiled forward's, still there
