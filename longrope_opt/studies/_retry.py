@@ -12,6 +12,8 @@ every time (a candidate that runs the machine out of memory) must not loop for e
 
 from __future__ import annotations
 
+import warnings
+
 import optuna
 from optuna.trial import FrozenTrial
 
@@ -38,7 +40,9 @@ class RetryStaleTrial:
         if isinstance(max_stalls, bool) or not isinstance(max_stalls, int) or max_stalls < 1:
             raise ValueError(f"`max_stalls` must be an integer >= 1, got {max_stalls!r}.")
         self.max_stalls = max_stalls
-        self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None)
+        with warnings.catch_warnings():  # experimental since Optuna 2.8, as Optuna's own use
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=None)
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if stalled_runs(study, trial) < self.max_stalls:
