@@ -32,6 +32,7 @@ from longrope_opt.patching._prefix import PREFIX_ATTENTION
 from longrope_opt.patching._prefix import SharedPrefix
 from longrope_opt.patching._prefix import can_share_prefix
 from longrope_opt.patching._prefix import shared_prefix
+from longrope_opt.patching._resume import LayerState
 from longrope_opt.patching._resume import resumable_forward
 
 
@@ -61,6 +62,7 @@ __all__ = [
     "resumable_forward",
     "PREFIX_ATTENTION",
     "SharedPrefix",
+    "LayerState",
     "can_share_prefix",
     "shared_prefix",
 ]

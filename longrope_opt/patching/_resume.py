@@ -67,7 +67,7 @@ _KEYED = ("hidden_states", "position_embeddings")
 class LayerState(Protocol):
     """What a forward's layers leave beside their outputs, saved and restored with them."""
 
-    #: Goes into the key: forwards that leave different things never share a saved output.
+    #: Part of the key, so that forwards leaving different things never share a saved output.
     resume_tag: str
 
     def layer_tensors(self, layer: int) -> dict[str, torch.Tensor]:
