@@ -217,9 +217,10 @@ def passkey_results(
         return
     order = sorted(range(len(prompts)), key=lambda i: (-prompts[i].key_span[0], i))
     base = prompts[order[0]].ids[: prompts[order[0]].key_span[0]]
-    with shared_prefix(model) as shared:
-        with resumable_forward(model, _forwards(model), layer_state=shared):
-            shared.capture(base)
+    with shared_prefix(model) as shared, _kept(model, shared):
+        # the capture stays saved until every continuation is measured: a stop among them
+        # finds it whole (they run unwatched)
+        shared.capture(base)
         alone = []
         for i in order:
             prompt = prompts[i]
@@ -251,28 +252,29 @@ def _branched_results(
         groups.setdefault(tuple(prompt.haystack().tolist()), []).append(i)
     with shared_prefix(model) as shared:
         for haystack, members in groups.items():
-            # a 128k haystack is a 15-45 minute forward on a CPU: a stopped one resumes
-            with resumable_forward(model, _forwards(model), layer_state=shared):
+            # a 128k haystack is a 15-45 minute forward on a CPU and its branches as long again:
+            # a stop in either resumes the capture from its saved layers (all of them, once done)
+            with _kept(model, shared):
                 shared.capture(torch.tensor(haystack, dtype=torch.long))
-            for i in members:
-                prompt = prompts[i]
-                a, b = prompt.key_span
-                q = prompt.question_start
-                lead = min(lead_in, q - b)  # filler that sees the key: the question's lead-in
-                ids = torch.cat([prompt.ids[a:b], prompt.ids[q - lead :], prompt.answer_ids])
-                end = q - (b - a)  # the haystack's length
-                # key line at its depth; lead-in and question where the single prompt has them
-                hidden = shared.branch(a, ids, wide_from=b - a, position=q - lead,
-                                       wide=(a, end - lead))  # fmt: skip
-                n, k = prompt.ids.numel() - q + lead, prompt.answer_ids.numel()
-                last = (b - a) + n - 1  # the question's last token predicts the answer
-                nll, correct = chunked_nll(model, hidden[last : last + k], prompt.answer_ids)
-                yield i, correct == k, float(nll)
+                for i in members:
+                    prompt = prompts[i]
+                    a, b = prompt.key_span
+                    q = prompt.question_start
+                    lead = min(lead_in, q - b)  # filler that sees the key: the question's lead-in
+                    ids = torch.cat([prompt.ids[a:b], prompt.ids[q - lead :], prompt.answer_ids])
+                    end = q - (b - a)  # the haystack's length
+                    # key line at its depth; lead-in and question where the single prompt has them
+                    hidden = shared.branch(a, ids, wide_from=b - a, position=q - lead,
+                                           wide=(a, end - lead))  # fmt: skip
+                    n, k = prompt.ids.numel() - q + lead, prompt.answer_ids.numel()
+                    last = (b - a) + n - 1  # the question's last token predicts the answer
+                    nll, correct = chunked_nll(model, hidden[last : last + k], prompt.answer_ids)
+                    yield i, correct == k, float(nll)
 
 
-def _forwards(model: Any) -> Any:
+def _kept(model: Any, shared: Any) -> Any:
     # a model from `load_model` names where its long forwards are kept (`window_nll` too)
-    return getattr(model, "longrope_opt_forwards", None)
+    return resumable_forward(model, getattr(model, "longrope_opt_forwards", None), layer_state=shared)
 
 
 def passkey_prompts(

@@ -216,6 +216,11 @@ class SharedPrefix:
         # but it leaves no keys and values behind
         self.resume_tag = f"{PREFIX_ATTENTION}:{states[0].inner if states else ''}"
 
+    @property
+    def keeping(self) -> bool:
+        """Whether the next forward is a capture (`resumable_forward` keeps those only)."""
+        return bool(self._states) and self._states[0].capture
+
     def _layer(self, layer: int) -> _LayerState | None:
         for module in self._model.get_decoder().layers[layer].modules():
             state = module.__dict__.get(_STATE)

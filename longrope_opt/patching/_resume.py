@@ -48,6 +48,10 @@ from longrope_opt.patching._compile import is_fused
 
 logger = logging.getLogger(__name__)
 
+#: Seconds between saves: a stop loses at most this much of a forward, and a save of a 128k
+#: output (under a second) costs under 1 % of it.
+EVERY = 120.0
+
 #: Saved outputs kept in a directory, newest first: a stopped process leaves one per forward
 #: it was running, and a forward never run again should not hold disk for ever.
 KEEP = 4
@@ -70,6 +74,10 @@ class LayerState(Protocol):
     #: Part of the key, so that forwards leaving different things never share a saved output.
     resume_tag: str
 
+    #: Whether the forward about to run is one to keep: False for the forwards that only read
+    #: what was kept (a prefix's continuations), which run unwatched inside the same block.
+    keeping: bool
+
     def layer_tensors(self, layer: int) -> dict[str, torch.Tensor]:
         """The tensors decoder layer `layer` left (after it ran)."""
         ...
@@ -81,7 +89,7 @@ class LayerState(Protocol):
 
 @contextlib.contextmanager
 def resumable_forward(
-    model: nn.Module, directory: str | Path | None, *, every: float = 120.0,
+    model: nn.Module, directory: str | Path | None, *, every: float | None = None,
     layer_state: LayerState | None = None,
 ) -> Iterator[None]:  # fmt: skip
     """Keep the decoder's progress on disk during the forwards run inside the block.
@@ -89,11 +97,13 @@ def resumable_forward(
     Args:
         model: A loaded transformers causal LM (its decoder's ``layers`` are watched).
         directory: Where outputs are saved (created on the first save); None keeps nothing.
-            A block that ends without an exception deletes what it saved; one that raises
-            leaves it for the rerun.
-        every: Seconds between saves (0: after every layer, as tests use).
+            A block that ends without an exception deletes what it saved (so does a generator
+            running it that its caller closes); one that raises leaves it for the rerun.
+        every: Seconds between saves (default `EVERY`; 0: after every layer, as tests use).
         layer_state: What the layers leave beside their outputs (a shared prefix's keys and
-            values), saved with them and put back on a resume.
+            values), saved with them and put back on a resume. Its forwards that only read
+            them (``keeping`` False) run unwatched, so a block can hold a capture and its
+            continuations: a stop among the continuations then finds the whole capture saved.
 
     Yields:
         Nothing; forwards of `model` inside the block save and resume.
@@ -104,13 +114,18 @@ def resumable_forward(
     if directory is None or not layers:
         yield
         return
-    watch = _Watch(model, layers, Path(directory), float(every), layer_state)
+    every = EVERY if every is None else float(every)
+    watch = _Watch(model, layers, Path(directory), every, layer_state)
     handles = [m.register_forward_hook(watch.on_rotary) for m in find_rotary_modules(model)]
     handles.append(layers[0].register_forward_pre_hook(watch.on_first, with_kwargs=True))
     for i, layer in enumerate(layers):
         handles.append(layer.register_forward_hook(watch.layer_hook(i)))
     try:
         yield
+    except GeneratorExit:  # a generator running the block was closed: its caller is done
+        watch.forget()
+        raise
+    else:
         watch.forget()  # every forward of the block finished: nothing to resume
     finally:
         watch.unshadow()
@@ -145,6 +160,8 @@ class _Watch:
         self.key, self.resume = None, None
         if not rotary or not isinstance(hidden, torch.Tensor):
             return  # cos/sin made inside the layers: nothing can vouch for a saved output
+        if self.state is not None and not self.state.keeping:
+            return  # a continuation: its output depends on kept tensors the key does not name
         config = getattr(self.model, "config", None)
         parts = [_weights_digest(self.model), str(getattr(config, "_attn_implementation", None)),
                  str(hidden.dtype), hidden.device.type, _digest(hidden), *rotary,
@@ -152,7 +169,7 @@ class _Watch:
                  *(f"{k}={_digest(v)}" for k, v in sorted(kwargs.items()) if k not in _KEYED)]  # fmt: skip
         if is_fused(self.model):  # compiled layers round otherwise than eager ones
             parts.append("fused")
-        if self.state is not None:  # absent otherwise: the keys of plain forwards stay as they were
+        if self.state is not None:  # only then: plain forwards' keys stay as they were
             parts.append(f"state={self.state.resume_tag}")
         self.key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         self.start = self.last = time.monotonic()

@@ -146,3 +146,59 @@ def test_the_branched_passkeys_of_a_loaded_model_resume_their_haystack(tmp_path)
         assert list(passkey_results(model, prompts, form="branched")) == reference
     assert ran[: LAYERS - 2] == [0, 3, 4]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_among_the_branches_finds_the_whole_capture_saved(tmp_path, monkeypatch) -> None:
+    # the capture's saved layers stay until every branch is measured: a rerun passes through
+    # them all, and measures only the keys the stopped run had not yielded
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+    from longrope_opt.patching import _resume
+    from tests.objectives_tests.test_passkey import _word_tokenizer
+
+    monkeypatch.setattr(_resume, "EVERY", 0.0)
+    model = _model("gemma3", "longrope_banded")
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=4, seed=3)
+    with torch.inference_mode():
+        reference = list(passkey_results(model, prompts, form="branched"))
+    model.longrope_opt_forwards = tmp_path
+    calls = []
+
+    def stop_in_the_third_branch(*_: Any) -> None:
+        calls.append(1)
+        if len(calls) == 4:  # the capture, two branches, then the stop
+            raise _Stop
+
+    handle = model.get_decoder().layers[-1].register_forward_hook(stop_in_the_third_branch)
+    first = []
+    with pytest.raises(_Stop), torch.inference_mode():
+        for result in passkey_results(model, prompts, form="branched"):
+            first.append(result)
+    handle.remove()
+    assert first == reference[:2]
+    assert len(list(tmp_path.glob("*.kv"))) == LAYERS  # the whole capture, kept
+    ran = _layer_work(model)
+    with torch.inference_mode():
+        rest = list(passkey_results(model, prompts[2:], form="branched"))
+    assert rest == [(i - 2, c, nll) for i, c, nll in reference[2:]]
+    assert ran == [0, *range(LAYERS), *range(LAYERS)]  # the capture's first layer, two branches
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_caller_that_stops_reading_early_leaves_nothing_saved(tmp_path, monkeypatch) -> None:
+    # the guard closes the generator once a candidate can no longer pass: done, not stopped
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+    from longrope_opt.patching import _resume
+    from tests.objectives_tests.test_passkey import _word_tokenizer
+
+    monkeypatch.setattr(_resume, "EVERY", 0.0)
+    model = _model("llama", "sdpa")
+    model.longrope_opt_forwards = tmp_path
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=3, seed=3)
+    with torch.inference_mode():
+        results = passkey_results(model, prompts, form="branched")
+        next(results)
+        assert len(list(tmp_path.glob("*.kv"))) == LAYERS
+        results.close()
+    assert list(tmp_path.iterdir()) == []
