@@ -74,7 +74,7 @@ class LayerState(Protocol):
     #: Part of the key, so that forwards leaving different things never share a saved output.
     resume_tag: str
 
-    #: Whether the forward about to run is one to keep: False for the forwards that only read
+    #: Whether the forward about to run is one to keep. False for the forwards that only read
     #: what was kept (a prefix's continuations), which run unwatched inside the same block.
     keeping: bool
 
