@@ -179,7 +179,7 @@ class _Watch:
             return
         done, output = saved
         if self.state is not None:
-            left = [_load_state(self._state_path(j)) for j in range(1, done + 1)]
+            left = [_read(self._state_path(j)) for j in range(1, done + 1)]
             if any(t is None for t in left):
                 return  # a layer's tensors are gone: run the whole forward again
             for j, tensors in enumerate(left, start=1):
@@ -259,15 +259,6 @@ def _unlink(path: Path) -> None:
         extra.unlink(missing_ok=True)
 
 
-def _load_state(path: Path) -> dict[str, torch.Tensor] | None:
-    try:
-        tensors = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, TypeError, ValueError) as exc:
-        logger.warning("ignoring unreadable saved layer tensors %s (%s)", path, exc)
-        return None
-    return tensors if isinstance(tensors, dict) else None
-
-
 def _passthrough(hidden_states: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor:
     # a layer already done: the saved output replaces the last such layer's (its forward hook)
     return hidden_states
@@ -277,18 +268,26 @@ def _first(output: Any) -> torch.Tensor:
     return output[0] if isinstance(output, tuple) else output
 
 
-def _load(path: Path, key: str, shape: torch.Size) -> tuple[int, torch.Tensor] | None:
-    if not path.is_file():
-        return None
+def _read(path: Path) -> dict[str, Any] | None:
+    """A saved file's dict (an output, or one layer's tensors); None when it cannot be read."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, TypeError, ValueError) as exc:
+        logger.warning("ignoring an unreadable saved forward file %s (%s)", path, exc)
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def _load(path: Path, key: str, shape: torch.Size) -> tuple[int, torch.Tensor] | None:
+    saved = _read(path) if path.is_file() else None
+    if saved is None or saved.get("key") != key:
+        return None
+    try:
         done, hidden = int(saved["layer"]), saved["hidden"]
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError) as exc:
-        logger.warning("ignoring an unreadable saved forward %s (%s)", path, exc)
+    except (KeyError, TypeError, ValueError) as exc:
+        logger.warning("ignoring an unreadable saved forward file %s (%s)", path, exc)
         return None
-    if saved.get("key") != key or tuple(hidden.shape) != tuple(shape):
-        return None
-    return done, hidden
+    return (done, hidden) if tuple(hidden.shape) == tuple(shape) else None
 
 
 def _prune(directory: Path, *, keep: Path) -> None:
