@@ -220,7 +220,10 @@ def alias_gguf(name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
         found = _find_or_fetch_gguf(alias, Path(tmp))
-        part = target.with_suffix(".part")
+        # The copy goes to this process's own temporary folder (beside the target, so the
+        # rename is atomic): two workers starting on a fresh machine fetch at once, and a
+        # shared ``.part`` name let one truncate the file the other had just renamed into place.
+        part = Path(tmp) / f"{alias.gguf_name}.part"
         shutil.copyfile(found, part)
         os.replace(part, target)
     return target
