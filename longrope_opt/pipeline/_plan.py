@@ -85,9 +85,13 @@ class Plan:
         budget: The wall-time budget it was sized to (None: sized by `trials`).
         passkey_form: How passkeys are measured (a plan stored before the forms: single).
         key_cost: A branched key's cost in forwards at this plan's length (`branch_cost`).
+        machine: The CPU or GPU `seconds_per_forward` was measured on (None: a plan stored
+            before machines were named).
         finished: Search trials a resumed study already holds (not stored: read on resume), so
             the time left and the progress start where the study is.
         guard_done: Whether a resumed study's guard has chosen its winner (not stored).
+        here: The machine a resumed plan runs on now (not stored): where it is not `machine`,
+            the times are the other machine's, and the plan says so rather than "here".
     """
 
     seconds_per_forward: float
@@ -102,8 +106,10 @@ class Plan:
     budget: float | None = None
     passkey_form: str = "single"
     key_cost: float = 0.0
+    machine: str | None = None
     finished: int = dataclasses.field(default=0, compare=False)
     guard_done: bool = dataclasses.field(default=False, compare=False)
+    here: str | None = dataclasses.field(default=None, compare=False)
 
     def forwards(self) -> dict[str, float]:
         """Expected forwards per stage (`search`, `guard`, `validate`)."""
@@ -143,7 +149,8 @@ class Plan:
         """JSON-ready (the study record keeps it)."""
         out = dataclasses.asdict(self)
         out["classic"] = list(self.classic)
-        del out["finished"], out["guard_done"]  # properties of the study now, not of the plan
+        # properties of the study and of this process now, not of the plan
+        del out["finished"], out["guard_done"], out["here"]
         return out
 
     @classmethod
@@ -187,8 +194,17 @@ class Plan:
         total = (f"  about {format_seconds(left)} left of {format_seconds(self.seconds)}"
                  if self.resumed else f"  about {format_seconds(self.seconds)}{over}")  # fmt: skip
         head = "plan, resumed: what is left" if self.resumed else "plan"
+        if self.machine and self.here and self.here != self.machine:
+            # a study resumed on another machine: its timing is not this one's (one CPU can be
+            # ten times another at a long length); the progress bar's estimate follows this
+            # machine's own forwards
+            timed = (f"took {self.seconds_per_forward:.1f} s on {self.machine}, where the "
+                     f"study began (this machine is {self.here}: the times below are the "
+                     "other's; the progress bar's are this one's)")  # fmt: skip
+        else:
+            timed = f"takes {self.seconds_per_forward:.1f} s here"
         return "\n".join([
-            f"{head}: one {length}-token forward takes {self.seconds_per_forward:.1f} s here"
+            f"{head}: one {length}-token forward {timed}"
             + (f"; budget {format_seconds(self.budget)}" if self.budget else ""),
             f"  search    {search}" + ("" if finished == self.trials else cost("search"))
             + (f"\n  passkeys  {self.passkey_form} form" if self.passkey_form != "single" else ""),

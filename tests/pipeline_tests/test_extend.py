@@ -221,6 +221,8 @@ def test_killed_inside_the_search_the_rerun_repeats_nothing(tiny, forwards, capf
     assert plan[0].startswith("plan, resumed: what is left:"), plan
     assert plan[1].startswith("  search    4 of 7 trials") and "left (3 done)" in plan[1], plan
     stored = Plan.from_dict(record.read_plan(_study(tiny, "kill-search")))
+    # resumed on the machine it began on: its timing is this machine's
+    assert stored.machine and plan[0].endswith(" s here"), plan[0]
     done = dataclasses.replace(stored, finished=3).done_forwards()
     bars = re.findall(r"extend: +\d+%\|[^|]*\| ([\d.]+)/([\d.]+) fwd", printed.err)
     assert bars and float(bars[0][0]) == round(done, 1) > 0, bars[:2]

@@ -131,3 +131,19 @@ def test_a_resumed_plan_counts_what_is_left_and_is_stored_without_it() -> None:
     assert "guard_done" not in past.to_dict()
     # more trials than planned (a budget raised by hand): the search counts whole, never more
     assert dataclasses.replace(plan, finished=40).done_forwards() == plan.forwards()["search"]
+
+
+def test_a_plan_resumed_on_another_machine_does_not_call_its_timing_this_machines() -> None:
+    import dataclasses
+
+    plan = dataclasses.replace(make_plan(300.0, trials=17, **COMMON), machine="CPU A")
+    stored = plan.to_dict()
+    assert stored["machine"] == "CPU A" and "here" not in stored
+    same = dataclasses.replace(Plan.from_dict(stored), finished=3, here="CPU A")
+    other = dataclasses.replace(Plan.from_dict(stored), finished=3, here="CPU B")
+    assert "takes 300.0 s here" in same.describe(32768).splitlines()[0]
+    head = other.describe(32768).splitlines()[0]
+    assert " here" not in head and "took 300.0 s on CPU A" in head and "is CPU B" in head
+    # a plan stored before machines were named reads as before
+    old = Plan.from_dict({k: v for k, v in stored.items() if k != "machine"})
+    assert "takes 300.0 s here" in dataclasses.replace(old, here="CPU B").describe(32768)
