@@ -27,6 +27,7 @@ from longrope_opt.models import decoder_hidden
 from longrope_opt.objectives._forms import LEAD_IN
 from longrope_opt.objectives._forms import check_passkey_form
 from longrope_opt.objectives._perplexity import _maybe_patch
+from longrope_opt.objectives._perplexity import layer_progress
 from longrope_opt.patching import can_share_prefix
 from longrope_opt.patching import resumable_forward
 from longrope_opt.patching import shared_prefix
@@ -220,7 +221,8 @@ def passkey_results(
     with shared_prefix(model) as shared, _kept(model, shared):
         # the capture stays saved until every continuation is measured: a stop among them
         # finds it whole (they run unwatched)
-        shared.capture(base)
+        with layer_progress(model, 1):  # a haystack is as long as a document's forward
+            shared.capture(base)
         alone = []
         for i in order:
             prompt = prompts[i]
@@ -255,7 +257,8 @@ def _branched_results(
             # a 128k haystack is a 15-45 minute forward on a CPU and its branches as long again:
             # a stop in either resumes the capture from its saved layers (all of them, once done)
             with _kept(model, shared):
-                shared.capture(torch.tensor(haystack, dtype=torch.long))
+                with layer_progress(model, 1):  # the haystack's layers, as a document's
+                    shared.capture(torch.tensor(haystack, dtype=torch.long))
                 for i in members:
                     prompt = prompts[i]
                     a, b = prompt.key_span

@@ -293,3 +293,32 @@ def test_the_branched_form_is_refused_where_it_cannot_run_and_an_unknown_form_al
         list(passkey_results(model, prompts, form="branched"))
     with pytest.raises(InvalidArgumentError, match=r"`passkey_form` must be one of \['single', 'branched'\], got 'multi'"):  # noqa: E501
         list(passkey_results(model, prompts, form="multi"))
+
+
+def test_a_haystack_capture_counts_its_layers_and_its_branches_do_not(monkeypatch) -> None:
+    # A 128k haystack is a document's forward (minutes on a CPU): it shows the same layer bar;
+    # the branches, a few dozen tokens each, do not advance it.
+    import tqdm.auto
+
+    from longrope_opt.objectives import passkey_prompts
+    from longrope_opt.objectives import passkey_results
+    from longrope_opt.patching import set_attention
+
+    seen = []
+
+    class Recording(tqdm.auto.tqdm):  # type: ignore[misc]
+        def close(self) -> None:
+            seen.append((self.desc, self.n, self.total))
+            super().close()
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    model = build_tiny_model("llama", vocab_size=64)
+    set_attention(model, "sdpa")
+    n_layers = len(model.get_decoder().layers)
+    prompts = passkey_prompts(_word_tokenizer(), 200, n_trials=3, seed=3)
+    with torch.inference_mode():
+        for form in ("branched", "single"):
+            seen.clear()
+            assert len(list(passkey_results(model, prompts, form=form))) == 3
+            assert seen and set(seen) == {("layers", n_layers, n_layers)}, (form, seen)
+    assert all(not layer._forward_hooks for layer in model.get_decoder().layers)
