@@ -16,6 +16,7 @@ from longrope_opt.models._compute import PathChoice
 from longrope_opt.models._compute import choose_path
 from longrope_opt.models._compute import cpu_features
 from longrope_opt.models._compute import cpu_name
+from longrope_opt.models._compute import device_name
 from longrope_opt.models._device import choose_attention
 from longrope_opt.models._device import cuda_path
 from longrope_opt.models._device import flash_attention_installed
@@ -52,6 +53,7 @@ __all__ = [
     "choose_path",
     "cpu_features",
     "cpu_name",
+    "device_name",
     "DEFAULT_MODEL",
     "as_pair",
     "cache_dir",

@@ -109,6 +109,15 @@ def cpu_name() -> str:
     return name or platform.processor() or platform.machine() or "unknown CPU"
 
 
+def device_name(device: Any) -> str:
+    """What runs on `device` (a ``torch.device``): the GPU's name on CUDA, else the CPU's."""
+    if getattr(device, "type", None) == "cuda":
+        import torch  # on use: the CLI's flags read this module, and only CUDA asks
+
+        return torch.cuda.get_device_name(device)
+    return cpu_name()
+
+
 #: The instruction sets that decide whether bf16 beats fp32 (``/proc/cpuinfo`` flag names).
 MATMUL_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
 

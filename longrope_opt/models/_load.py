@@ -17,7 +17,7 @@ from longrope_opt.models._aliases import resolve_alias
 from longrope_opt.models._compute import PATHS
 from longrope_opt.models._compute import PathChoice
 from longrope_opt.models._compute import choose_path
-from longrope_opt.models._compute import cpu_name
+from longrope_opt.models._compute import device_name
 from longrope_opt.models._device import choose_attention
 from longrope_opt.models._device import cuda_path
 from longrope_opt.models._device import resolve_device
@@ -179,7 +179,7 @@ def load_model(
         choice = choose_path(model, cache=cache_dir())
         logger.info("%s", choice.describe())
     else:
-        where = torch.cuda.get_device_name(device) if on_cuda else cpu_name()
+        where = device_name(torch.device(device))
         choice = PathChoice(dtype, where, {}, choice_source)
     path = PATHS[choice.path]
     if model.dtype != getattr(torch, path.dtype):

@@ -30,7 +30,7 @@ from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import check_margin
 from longrope_opt.models import DEFAULT_MODEL
 from longrope_opt.models import check_gguf_arch
-from longrope_opt.models import cpu_name
+from longrope_opt.models import device_name
 from longrope_opt.models import gguf_source
 from longrope_opt.models import read_gguf_arch
 from longrope_opt.models import resolve_device
@@ -244,7 +244,7 @@ def extend(
         passkey_form=config.passkey_form or "single", length=target_length,
     )  # fmt: skip
     held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
-    here = machine_name(search.model)
+    here = device_name(next(search.model.parameters()).device)  # what the plan is timed on
     if not stored:
         plan = dataclasses.replace(plan, machine=here)
         record.write_plan(search.study, plan.to_dict())
@@ -329,16 +329,6 @@ def _already_shipped(
         load=f"AutoModelForCausalLM.from_pretrained({files[0][1]!r})", summary=None,
         seconds={}, nothing_left=True,
     )  # fmt: skip
-
-
-def machine_name(model: Any) -> str:
-    """What a plan's timing was measured on: the GPU's name for a model on CUDA, else the CPU's."""
-    device = next(model.parameters()).device
-    if device.type == "cuda":
-        import torch  # on use: only a model on CUDA asks
-
-        return torch.cuda.get_device_name(device)
-    return cpu_name()
 
 
 def time_forward(search: Any) -> float:

@@ -151,3 +151,14 @@ def test_every_path_gives_the_fp32_perplexity(name, monkeypatch) -> None:
     assert ppl == pytest.approx(reference, rel=5e-3)
     if path.attn == SDPA_FP32:
         assert calls and set(calls) == {torch.bfloat16}  # called per layer with bf16 q
+
+
+def test_device_name_is_the_cpus_off_cuda_and_asks_cuda_only_on_cuda(monkeypatch) -> None:
+    import torch
+
+    from longrope_opt.models import cpu_name
+    from longrope_opt.models import device_name
+
+    assert device_name(torch.device("cpu")) == cpu_name()
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"GPU {device}")
+    assert device_name(torch.device("cuda:0")) == "GPU cuda:0"
