@@ -3,6 +3,13 @@
 Why not ``model(ids, labels=ids)``: at 16k tokens and a 49k vocabulary that materialises 3.2 GB of
 fp32 logits (and copies them again inside the loss). Instead the decoder body runs once, and the
 LM head + cross-entropy run over chunks of positions, so peak memory is one chunk of logits.
+
+On a CPU each chunk is also cut along the vocabulary into tiles small enough to stay in cache,
+and the log-sum-exp is carried across them: Gemma's 262k vocabulary made the LM head and its
+loss more than half of a long forward (every fp32 logit written to memory and read back by each
+pass of the softmax), and the tiles do the same arithmetic in about half the time
+(`bench/loss_head.py`). A GPU keeps the one-chunk path: there the logits stream fast and tiles
+would only add kernel launches.
 """
 
 from __future__ import annotations
@@ -70,6 +77,59 @@ def _chunk(
     return nll, hits
 
 
+def _tiled_chunk(
+    model: Any, hidden: torch.Tensor, targets: torch.Tensor, count: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_chunk`'s sums, the vocabulary in cache-sized tiles: no (C, V) tensor is made."""
+    # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
+    import torch
+    import torch.nn.functional as F
+
+    head = model.get_output_embeddings()
+    weight, bias = head.weight, head.bias
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    lse = torch.full(targets.shape, -torch.inf, device=hidden.device)  # (C,) fp32
+    picked = torch.zeros(targets.shape, device=hidden.device)  # the targets' logits
+    best = torch.full(targets.shape, -torch.inf, device=hidden.device)
+    best_at = torch.zeros_like(targets)
+    step = tile_vocab(hidden.shape[0])
+    for v in range(0, weight.shape[0], step):
+        # The same per-element logits as `_chunk`'s (head dtype, then fp32, then the family's
+        # own post-processing), one tile of the vocabulary at a time.
+        b = None if bias is None else bias[v : v + step]
+        logits = final_logits(model, F.linear(hidden, weight[v : v + step], b).float())  # (C, t)
+        lse = torch.logaddexp(lse, torch.logsumexp(logits, dim=-1))
+        inside = (targets >= v) & (targets < v + logits.shape[1])
+        picked = torch.where(inside, logits[rows, (targets - v).clamp(0, logits.shape[1] - 1)],
+                             picked)  # fmt: skip
+        if count:  # argmax over the whole vocabulary: the first maximum, as `argmax` keeps
+            top, at = logits.max(dim=-1)
+            better = top > best
+            best, best_at = torch.where(better, top, best), torch.where(better, at + v, best_at)
+    nll = (lse - picked).sum()
+    hits = (best_at == targets).sum() if count else nll.new_zeros((), dtype=torch.long)
+    return nll, hits
+
+
+#: Logits of one tile at most (elements) on a CPU: 8 MB in fp32, the size that ran fastest on
+#: both a 2-core Zen 4 and an AMX Xeon (`bench/loss_head.py`).
+TILE_ELEMENTS = 1 << 21
+
+
+def tile_vocab(positions: int) -> int:
+    """Vocabulary entries per tile of `_tiled_chunk`, for a chunk of `positions`."""
+    return max(256, TILE_ELEMENTS // max(1, int(positions)))
+
+
+def _tiles(model: Any, hidden: torch.Tensor, recompute: bool) -> bool:
+    # Tiles on a CPU, for inference (a backward through tiles would keep them all), when the
+    # head is a plain linear layer whose weight rows are the vocabulary.
+    import torch
+
+    head = model.get_output_embeddings()
+    return hidden.device.type == "cpu" and not recompute and type(head) is torch.nn.Linear
+
+
 #: Logits of one chunk at most (elements): 512 MB in fp32. SmolLM2's 49k vocabulary keeps its
 #: 2,048 positions a chunk; Gemma's 262k takes 512 (2,048 would be 2 GiB of fp32 logits, and
 #: its log-softmax as much again).
@@ -96,8 +156,9 @@ def chunked_nll(
         model: The causal LM whose head (and final-logit processing) scores the tokens.
         hidden: Hidden states that predict `targets`, position by position.
         targets: Token ids, on any device.
-        chunk_size: Positions per chunk at most (peak memory ≈ chunk_size × vocab × 4 bytes);
-            fewer for a large vocabulary (`chunk_positions`).
+        chunk_size: Positions per chunk at most. On a GPU peak memory is about chunk_size ×
+            vocab × 4 bytes, with fewer positions for a large vocabulary (`chunk_positions`);
+            on a CPU the vocabulary is tiled and a tile is `TILE_ELEMENTS` at most.
         recompute: Checkpoint each chunk (training: backward recomputes its logits instead of
             keeping them). The sum is then a differentiable fp32 tensor; otherwise fp64.
         count_correct: Count the targets that are the argmax (0 is returned without it).
@@ -110,13 +171,17 @@ def chunked_nll(
     from torch.utils.checkpoint import checkpoint
 
     targets = targets.to(hidden.device)
-    chunk_size = chunk_positions(model.get_output_embeddings().weight.shape[0], chunk_size)
+    tiled = _tiles(model, hidden, recompute)
+    if not tiled:  # one chunk's logits whole: fewer positions for a large vocabulary
+        chunk_size = chunk_positions(model.get_output_embeddings().weight.shape[0], chunk_size)
     total = hidden.new_zeros((), dtype=torch.float32 if recompute else torch.float64)
     correct = 0
     for start in range(0, targets.numel(), chunk_size):
         h, t = hidden[start : start + chunk_size], targets[start : start + chunk_size]
         if recompute:
             nll, hits = checkpoint(_chunk, model, h, t, count_correct, use_reentrant=False)
+        elif tiled:
+            nll, hits = _tiled_chunk(model, h, t, count_correct)
         else:
             nll, hits = _chunk(model, h, t, count_correct)
         total = total + (nll if recompute else nll.double())
