@@ -20,6 +20,9 @@ out=$(realpath "${3:-.}")
 cd "$(dirname "$0")/.."  # after the paths: they are the caller's
 results=experiments/results
 classic=pi,ntk,yarn,yarn-cd,ntk-cd
+# the 2x guarded winner carried to 4x (derived_factors.py carry): its fast bands were chosen on
+# prose and code together, the 4x search's on code alone (docs/results.md, per frequency band)
+carried=$results/extend-gemma3-64k-guarded-carried-128k.json
 # THREADS=2 once the other lane has ended: a lone lane would leave a core idle
 threads=${THREADS:-1}
 run() { echo "[gemma3_runs $lane] $(date -u +%FT%TZ) $*"; OMP_NUM_THREADS=$threads nice -n 10 "$@"; }
@@ -35,7 +38,7 @@ case $lane in
     # corpus; no search read these books, so leaving out the 4x study's documents changes nothing)
     run longrope-opt validate --model gemma3-270m \
         --storage "sqlite:///$results/extend-gemma3-128k.db" --corpus "$prose" --docs 3 --lengths 128k \
-        --classic "$classic" --keys 20 --passkey-form branched
+        --classic "$classic" --factors "$carried" --keys 20 --passkey-form branched
     ;;
 128k)
     run longrope-opt extend gemma3-270m --to 128k --trials 12 \
@@ -43,7 +46,8 @@ case $lane in
         --passkey-form branched --storage "sqlite:///$results/extend-gemma3-128k.db" --out "$out/out-gemma3-128k"
     run longrope-opt validate --study-name extend-gemma3-270m-131072 \
         --storage "sqlite:///$results/extend-gemma3-128k.db" --corpus "$prose" --docs 3 --lengths 128k \
-        --classic "$classic" --keys 20 --passkey-form branched --output "$results/validate-gemma3-128k"
+        --classic "$classic" --factors "$carried" --keys 20 --passkey-form branched \
+        --output "$results/validate-gemma3-128k"
     ;;
 *)
     echo "usage: $0 64k|128k PROSE [OUT]" >&2
