@@ -66,6 +66,9 @@ def test_a_biased_head_and_bf16_tile_alike(monkeypatch) -> None:
 def test_training_and_other_heads_keep_the_whole_chunk_path() -> None:
     model, hidden, _ = _case("llama")
     assert not _loss._tiles(model, hidden, recompute=True)  # a backward would keep every tile
+    # off the CPU (a GPU streams logits fast; tiles would only add launches): the meta device
+    # stands in for CUDA here
+    assert not _loss._tiles(model, hidden.to("meta"), recompute=False)
 
     class Head(torch.nn.Linear):
         pass
