@@ -163,7 +163,11 @@ def evaluate_perplexity(
         )
     todo = samples[len(known) :]
     total = sum(len(windows_of(ids)[0]) for ids in todo) if progress else 0
-    with torch.inference_mode(), _maybe_patch(model, scaling), layer_progress(model, total):
+    with (
+        torch.inference_mode(),
+        _maybe_patch(model, scaling),
+        layer_progress(model, total, head=True) as head_done,
+    ):
         for i, ids in enumerate(samples):
             if i < len(known):
                 nll, count = float(known[i][0]), int(known[i][1])
@@ -175,6 +179,7 @@ def evaluate_perplexity(
                         model, ids, w, chunk_size=chunk_size, positions=positions
                     )
                     nll, count = nll + w_nll, count + w_count
+                    head_done()
             result.sample_nll.append(nll)
             result.sample_tokens.append(count)
             result.nll_sum += nll
@@ -186,16 +191,19 @@ def evaluate_perplexity(
 
 
 @contextlib.contextmanager
-def layer_progress(model: Any, windows: int) -> Iterator[None]:
+def layer_progress(model: Any, windows: int, *, head: bool = False) -> Iterator[Callable[[], None]]:
     # A 16k evaluation of one document takes minutes: count decoder layers as they finish (a
-    # forward hook runs outside a compiled forward, so fused layers are not recompiled).
+    # forward hook runs outside a compiled forward, so fused layers are not recompiled). With
+    # `head`, each window's LM head and loss is one more step, which the caller marks with the
+    # function this yields: at 128k with Gemma's 262k vocabulary it takes as long as a layer.
     if not windows:
-        yield
+        yield lambda: None
         return
 
     layers = list(getattr(model.get_decoder(), "layers", []))
+    steps = len(layers) + (1 if head else 0)
     # looked up on use: `tqdm.auto.tqdm` is the notebook or terminal bar of this process
-    bar = tqdm.auto.tqdm(total=windows * len(layers), desc="layers", unit="layer", leave=False)
+    bar = tqdm.auto.tqdm(total=windows * steps, desc="layers", unit="layer", leave=False)
 
     def count(*_: Any) -> None:
         # A forward hook that returns anything but None replaces the layer's output
@@ -204,7 +212,7 @@ def layer_progress(model: Any, windows: int) -> Iterator[None]:
 
     handles = [layer.register_forward_hook(count) for layer in layers]
     try:
-        yield
+        yield (lambda: count()) if head else (lambda: None)
     finally:
         for handle in handles:
             handle.remove()
