@@ -43,6 +43,11 @@ GENERIC: dict[str, Any] = dict(
 _MAMBA = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=16)
 #: Family quirks, applied after `GENERIC`.
 OVERRIDES: dict[str, dict[str, Any]] = {
+    # Falcon-H1's Mamba-2 mixer keeps its full-size defaults otherwise (128 heads, a 256-state,
+    # chunks of 256): transformers 5.17's chunked scan then builds a (chunk, chunk, heads, state)
+    # product of 9 GB for this 0.6M-parameter model
+    "falcon_h1": dict(mamba_d_ssm=64, mamba_n_heads=8, mamba_d_head=8, mamba_d_state=16,
+                      mamba_chunk_size=16),
     # GPT-J / CodeGen read a fixed sin/cos table of n_positions rows: keep SEQ inside it
     "gptj": dict(n_positions=2 * TRAINED),
     "codegen": dict(n_positions=2 * TRAINED),
