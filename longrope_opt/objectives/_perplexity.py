@@ -212,7 +212,7 @@ def layer_progress(model: Any, windows: int, *, head: bool = False) -> Iterator[
 
     handles = [layer.register_forward_hook(count) for layer in layers]
     try:
-        yield (lambda: count()) if head else (lambda: None)
+        yield count if head else (lambda: None)
     finally:
         for handle in handles:
             handle.remove()
