@@ -5,6 +5,7 @@
     python -m bench.device.check --out DIR --runs b,a      # the searches first, then run A
     python -m bench.device.check --out DIR --runs correctness,b,speed   # the GPU sitting's order
     python -m bench.device.check --out DIR --runs a --only speed,8b
+    python -m bench.device.check --out DIR --runs correctness,g   # Gemma 3 at 8x (pack.py --gemma)
 
 `bench/device/entry.sh` calls this on the GPU machine after installing the kit. Before it looks
 for CUDA it imports everything the run needs and loads the default model on the CPU, so a CPU dry
@@ -23,7 +24,9 @@ Run B (`bench/device/searches.py`): `longrope-opt extend smollm2-135m` to 32k, 6
 the GPU, 4x first, each sized to its --budget-b, validated on --held-out (the prose the kit
 carried, pack.py --held-out) against every classic row; each ratio comes back as
 extend-<r>x.tar.gz as soon as it is done. Run C: the 4x fine-tunes (searched factors, YaRN-cd)
-and their validation at 32k and 64k, as run-c.tar.gz.
+and their validation at 32k and 64k, as run-c.tar.gz. Run G: Gemma 3 270M searched at 8× (256k)
+for --budget-g seconds on the built-in code, then validated on the kit's books against every
+classic row, as gemma3-8x.tar.gz (its GGUF is carried by a kit packed with --gemma).
 
 Writes DIR/table.txt (what it prints), DIR/results.json and DIR/check.log. Exits 0 when every
 check passes, 1 when one fails, 2 with no CUDA.
@@ -48,8 +51,10 @@ from bench.device.cases import key
 from bench.device.cases import measure
 from bench.device.searches import B_BUDGETS
 from bench.device.searches import B_LENGTHS
+from bench.device.searches import G_SEARCH_S
 from bench.device.searches import run_b
 from bench.device.searches import run_c
+from bench.device.searches import run_g
 
 
 SPEED_LENGTHS = (16384, 32768, 65536, 131072)
@@ -112,6 +117,29 @@ def prepare(report: Report) -> tuple[Any, dict[str, Any]]:
                 f"SmolLM2-135M loaded on the CPU ({sum(p.numel() for p in model.parameters()):,} "
                 f"parameters); {len(reference['results'])} CPU references")  # fmt: skip
     return model, reference
+
+
+def gemma_staged(report: Report) -> bool:
+    """Whether the Gemma 3 GGUF the kit carried lies where the `gemma3-270m` alias looks for it
+    (then run G converts it there, as a first use does here: de-quantized, its tokenizer
+    converted, seconds to a minute); its header is read, so a damaged one fails before CUDA."""
+    from gguf import GGUFReader
+
+    from longrope_opt.models import ALIASES
+    from longrope_opt.models import cache_dir
+
+    alias = ALIASES["gemma3-270m"]
+    path = cache_dir() / f"{alias.name}-gguf" / alias.gguf_name
+    if not path.is_file():
+        report.check("gemma3-270m staged", False, f"no {path}: pack the kit with --gemma")
+        return False
+    reader = GGUFReader(path)
+    field = reader.fields["general.architecture"]
+    arch = bytes(field.parts[field.data[0]]).decode()
+    report.check("gemma3-270m staged", arch == "gemma3",
+                 f"{path.name}: architecture {arch}, {len(reader.tensors)} tensors, "
+                 f"{path.stat().st_size / 2**20:.1f} MiB")  # fmt: skip
+    return arch == "gemma3"
 
 
 def correctness(report: Report, reference: dict[str, Any]) -> None:
@@ -237,7 +265,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for table, results, logs")
-    parser.add_argument("--runs", default="a", help="a, b, c or run A's parts by name "
+    parser.add_argument("--runs", default="a", help="a, b, c, g or run A's parts by name "
                         "(correctness, speed, 8b), comma-separated, run in that order: "
                         "correctness,b,speed checks CUDA before the searches (default a)")  # fmt: skip
     parser.add_argument("--only", default=",".join(A_PARTS),
@@ -247,6 +275,8 @@ def main() -> int:
                         f"(default {','.join(B_BUDGETS)})")  # fmt: skip
     parser.add_argument("--lengths-b", default=",".join(str(n) for n in B_LENGTHS),
                         help="run B's lengths, 4x first (default 32768,65536,131072)")  # fmt: skip
+    parser.add_argument("--budget-g", type=int, default=G_SEARCH_S, metavar="S",
+                        help=f"seconds run G's search may take (default {G_SEARCH_S})")  # fmt: skip
     parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
                         help="run B validates on this folder's text (entry.sh passes the kit's)")  # fmt: skip
     parser.add_argument("--stop-after", type=float, default=None, metavar="S",
@@ -258,8 +288,8 @@ def main() -> int:
         parser.error(f"--stop-after must be > {PACK_S:g} seconds, got {args.stop_after:g}")
     deadline = None if args.stop_after is None else time.monotonic() + args.stop_after - PACK_S
     runs, only = args.runs.split(","), args.only.split(",")
-    if not set(runs) <= {"a", "b", "c", *A_PARTS}:
-        parser.error(f"--runs must name a, b, c and/or run A's parts ({', '.join(A_PARTS)}), "
+    if not set(runs) <= {"a", "b", "c", "g", *A_PARTS}:
+        parser.error(f"--runs must name a, b, c, g and/or run A's parts ({', '.join(A_PARTS)}), "
                      f"comma-separated, got {args.runs!r}")  # fmt: skip
     try:
         lengths_b = [int(n) for n in args.lengths_b.split(",")]
@@ -270,6 +300,8 @@ def main() -> int:
     if len(budgets_b) != len(lengths_b):
         parser.error(f"--budget-b must give one budget or one per length ({len(lengths_b)}), "
                      f"got {args.budget_b!r}")  # fmt: skip
+    if args.budget_g < 1:
+        parser.error(f"--budget-g must be >= 1 second, got {args.budget_g}")
     if not set(only) <= set(A_PARTS):
         parser.error(f"--only must name {', '.join(A_PARTS)} (comma-separated), got {args.only!r}")
     names = sorted(p.name for p in args.held_out.glob("*.txt")) if args.held_out else []
@@ -282,6 +314,8 @@ def main() -> int:
         report.record("held_out", names)
         report.line(f"run B validates on {len(names)} held-out texts in {args.held_out}")
     _, reference = prepare(report)
+    if "g" in runs and not gemma_staged(report):
+        return 1
     import torch
 
     if not torch.cuda.is_available():
@@ -293,7 +327,8 @@ def main() -> int:
     parts = {"correctness": lambda: correctness(report, reference), "speed": lambda: speed(report),
              "8b": lambda: big_model(report),
              "b": lambda: run_b(report, ROOT, budgets_b, lengths_b, args.held_out, deadline),
-             "c": lambda: run_c(report, ROOT, args.held_out, deadline)}  # fmt: skip
+             "c": lambda: run_c(report, ROOT, args.held_out, deadline),
+             "g": lambda: run_g(report, ROOT, args.held_out, deadline, args.budget_g)}  # fmt: skip
     # in the order asked: `--runs b,a` runs the searches first, run A's parts after;
     # `correctness,b,speed` checks CUDA against the CPU before any search spends the card
     wanted = [p for r in runs for p in (only if r == "a" else [r])]

