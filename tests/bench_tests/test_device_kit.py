@@ -147,6 +147,7 @@ def _small_gguf(path: Path, mib: int) -> Path:
 
 def test_a_gemma_kit_joins_its_gguf_into_the_alias_cache_and_checks_it(tmp_path) -> None:
     from longrope_opt.models import ALIASES
+    from longrope_opt.models import alias_tokenizer_dir
 
     # pack.py takes the alias's GGUF from the cache, where a stand-in lies; the default model
     # loads from this machine's converted copy (a link), so nothing is converted here
@@ -154,6 +155,11 @@ def test_a_gemma_kit_joins_its_gguf_into_the_alias_cache_and_checks_it(tmp_path)
     name = f"{alias.name}-gguf/{alias.gguf_name}"
     packed, staged = tmp_path / "cache-here", tmp_path / "cache-there"
     gguf = _small_gguf(packed / name, 50)
+    converted = packed / alias.name  # what pack.py takes the converted tokenizer from
+    converted.mkdir()
+    for file, text in (("config.json", "{}"), ("model.safetensors", ""),
+                       ("tokenizer.json", '{"stand": "in"}'), ("tokenizer_config.json", "{}")):
+        (converted / file).write_text(text)  # fmt: skip
     staged.mkdir()
     (staged / "smollm2-135m").symlink_to(cache_dir() / "smollm2-135m")
     out = tmp_path / "kit"
@@ -182,4 +188,8 @@ def test_a_gemma_kit_joins_its_gguf_into_the_alias_cache_and_checks_it(tmp_path)
     assert f"entry: {name} joined into {staged}" in done.stdout
     assert (staged / name).read_bytes() == gguf.read_bytes()  # whole, in order, where the alias looks
     assert "gemma3-270m staged" in done.stdout and "architecture gemma3, 1 tensors" in done.stdout
+    # its tokenizer, converted here, restored where the alias reads one converted elsewhere
+    restored = alias_tokenizer_dir(alias.name).relative_to(cache_dir())
+    assert (staged / restored / "tokenizer.json").read_text() == '{"stand": "in"}'
+    assert "gemma-tokenizer" in " ".join(kit["calls"][0])
 
