@@ -180,6 +180,7 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def _check_tokenizer_release(alias: Alias) -> None:
+    # transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import transformers
 
     since = alias.tokenizer_since
