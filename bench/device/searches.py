@@ -244,17 +244,29 @@ def run_b(report: Any, root: Path, budgets: list[str], lengths: list[int],
     report.line(f"\nrun B: {names} at budgets {', '.join(budgets)}")
     for length, budget in zip(lengths, budgets):
         r = ratio(length, target.trained)
-        log = report.out / f"extend-{r}.log"
-        extend, validate = run_b_commands(length, budget, work, held_out, target)
-        if _run(report, f"run B extend {r}", extend, log, root, deadline):
-            _run(report, f"run B validate {r} (every classic row)", validate, log, root, deadline)
-        out = work / f"out-{r}"
-        # the study always (a search stopped before it wrote anything still comes back whole)
-        files = [work / f"extend-{r}.db", *(sorted(out.glob("*.*")) if out.is_dir() else [])]
-        _pack(report.out / f"extend-{r}.tar.gz", files, work)
-        table = out / "all-rows.txt"
-        if table.is_file():
-            report.line(table.read_text())
+        commands = run_b_commands(length, budget, work, held_out, target)
+        checks = (f"run B extend {r}", f"run B validate {r} (every classic row)")
+        _search_then_validate(report, checks, f"extend-{r}", f"out-{r}", commands, root,
+                              deadline, work)  # fmt: skip
+
+
+def _search_then_validate(report: Any, checks: tuple[str, str], name: str, out_name: str,
+                          commands: list[list[str]], root: Path, deadline: float | None,
+                          work: Path) -> None:  # fmt: skip
+    """The search, then (if it ended well) the all-rows validation, under the check names
+    `checks`, logged to OUT/NAME.log; the study ``NAME.db`` and what ``OUT_NAME/`` holds packed
+    into OUT/NAME.tar.gz, the table printed."""
+    search, validate = commands
+    log = report.out / f"{name}.log"
+    if _run(report, checks[0], search, log, root, deadline):
+        _run(report, checks[1], validate, log, root, deadline)
+    out = work / out_name
+    # the study always (a search stopped before it wrote anything still comes back whole)
+    files = [work / f"{name}.db", *(sorted(out.glob("*.*")) if out.is_dir() else [])]
+    _pack(report.out / f"{name}.tar.gz", files, work)
+    table = out / "all-rows.txt"
+    if table.is_file():
+        report.line(table.read_text())
 
 
 def run_g(report: Any, root: Path, held_out: Path | None, deadline: float | None = None,
@@ -266,18 +278,11 @@ def run_g(report: Any, root: Path, held_out: Path | None, deadline: float | None
                      "(pack.py --gemma --held-out DIR), and none were carried")  # fmt: skip
         return
     work.mkdir(parents=True, exist_ok=True)
-    search, validate = run_g_commands(work, held_out, search_s)
-    name = search[search.index("--study-name") + 1]
+    commands = run_g_commands(work, held_out, search_s)
+    name = commands[0][commands[0].index("--study-name") + 1]
     report.line(f"\nrun G: Gemma 3 270M to {G_LENGTH} tokens (8x), searched for {search_s} s")
-    log = report.out / f"{name}.log"
-    if _run(report, f"run G search {name}", search, log, root, deadline):
-        _run(report, f"run G validate {name} (every classic row)", validate, log, root, deadline)
-    out = work / f"out-{name}"
-    files = [work / f"{name}.db", *(sorted(out.glob("*.*")) if out.is_dir() else [])]
-    _pack(report.out / f"{name}.tar.gz", files, work)
-    table = out / "all-rows.txt"
-    if table.is_file():
-        report.line(table.read_text())
+    checks = (f"run G search {name}", f"run G validate {name} (every classic row)")
+    _search_then_validate(report, checks, name, f"out-{name}", commands, root, deadline, work)
 
 
 def run_c(report: Any, root: Path, held_out: Path | None, deadline: float | None = None) -> None:
