@@ -38,6 +38,7 @@ from longrope_opt.evaluation._store import MEASUREMENT_VERSION
 from longrope_opt.evaluation._store import STORE_STUDY
 from longrope_opt.evaluation._store import MeasurementStore
 from longrope_opt.evaluation._store import measurement_key
+from longrope_opt.evaluation._store import measurement_path
 from longrope_opt.evaluation._store import model_fingerprint
 from longrope_opt.evaluation._store import scaling_identity
 from longrope_opt.evaluation._store import tokens_hash
@@ -64,6 +65,7 @@ __all__ = [
     "factor_rows",
     "format_summary",
     "measurement_key",
+    "measurement_path",
     "model_fingerprint",
     "paired_bootstrap",
     "scaling_identity",

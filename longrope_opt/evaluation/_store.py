@@ -9,8 +9,10 @@ and a classic row's passkeys, which do not depend on the corpus, serve every tab
 
 The store is the user attrs of one study of the storage (`STORE_STUDY`): every storage Optuna
 supports works (SQLite, PostgreSQL, journal, gRPC proxy), each write is one row, and workers on
-other machines share it. A record is kept per compute path (``float32``, ``bf16-fp32attn``, …):
-the same measurement made two ways differs at the precision of the path.
+other machines share it. A record is kept per compute path (``float32``, ``bf16-fp32attn``, …,
+``-fused`` when the element-wise work is compiled: `measurement_path`): the same measurement made
+two ways differs at the precision of the path, and two processes measuring one cell two ways at
+once each keep their own record rather than the later overwriting the earlier.
 
 A scaling is keyed by its numbers rounded to `KEY_DIGITS` significant digits: the same formula
 computed on two CPUs can differ in its last bit (numpy's AVX-512 ``power`` is not its AVX2 one),
@@ -37,6 +39,7 @@ import numpy as np
 import optuna
 import torch
 
+from longrope_opt.patching import is_fused
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 
@@ -113,6 +116,22 @@ def measurement_key(
     what = [kind, model, content, int(length), scaling_identity(scaling, exact=exact)]
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
     return f"{kind}:{digest}"
+
+
+def measurement_path(model: Any, default: str) -> str:
+    """The compute path `model`'s measurements are kept under, for `MeasurementStore`.
+
+    Args:
+        model: A loaded model; `longrope_opt.models.load_model` records its compute path on it.
+        default: The path to name when the model carries none (one loaded otherwise).
+
+    Returns:
+        The path's name, with ``-fused`` when its element-wise work is compiled
+        (`longrope_opt.patching.fuse_elementwise`): fused kernels keep intermediates in fp32
+        where eager bf16 rounds each op, so a fused forward's perplexity is not an eager one's.
+    """
+    path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", default)
+    return f"{path}-fused" if is_fused(model) else str(path)
 
 
 class MeasurementStore:

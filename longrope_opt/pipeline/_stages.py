@@ -22,6 +22,7 @@ from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import MeasurementStore
 from longrope_opt.evaluation import classic_rows
 from longrope_opt.evaluation import format_summary
+from longrope_opt.evaluation import measurement_path
 from longrope_opt.evaluation import study_rows
 from longrope_opt.evaluation import summarize
 from longrope_opt.evaluation import summary_csv
@@ -103,8 +104,8 @@ class Validate:
         """Measure what the store lacks, then write the table (`validation.txt`, .csv, .json)."""
         model, length = search.model, search.config.target_length
         docs = held_out_documents(search, self.held_out, self.docs, self.seed)
-        path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", "unknown")
-        store = MeasurementStore(search.study._storage, path=path)  # no public accessor
+        store = MeasurementStore(search.study._storage,  # no public accessor
+                                 path=measurement_path(model, "unknown"))  # fmt: skip
         validation = validate(model, search.tokenizer, study_rows(search.study), docs,
                               lengths=[length], store=store, keys=self.keys,
                               doc_ids=docs.doc_ids, classic=self.classic,

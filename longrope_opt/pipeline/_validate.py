@@ -20,6 +20,7 @@ from longrope_opt.evaluation import Validation
 from longrope_opt.evaluation import check_margin
 from longrope_opt.evaluation import factor_rows
 from longrope_opt.evaluation import format_summary
+from longrope_opt.evaluation import measurement_path
 from longrope_opt.evaluation import study_rows
 from longrope_opt.evaluation import summarize
 from longrope_opt.evaluation import summary_csv
@@ -157,8 +158,8 @@ def validate_candidates(
                              windows=windows)  # fmt: skip
     lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn,
                                trained_length=trained_length)  # fmt: skip
-    path = (getattr(lm, "longrope_opt_compute", None) or {}).get("path", dtype)
-    kept = MeasurementStore(_open_store(store) if store else held, path=path,
+    kept = MeasurementStore(_open_store(store) if store else held,
+                            path=measurement_path(lm, dtype),
                             reuse_other_paths=not remeasure_other_paths)  # fmt: skip
     validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
                           keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
