@@ -13,7 +13,9 @@
 # rows do not depend on the 4x search: the 2x lane measured them into the 4x study's database
 # while the 4x search ran, and the 4x validation found them there. Once the 4x search had ended
 # both lanes' validations were measuring the same cells at once, so the 4x lane alone measures
-# what is left.
+# what is left. `extend`'s own validation runs fused and `validate` eager, which differ
+# (bench/fusion_numerics.py): the 4x table measures again, eager, what only `extend` measured
+# (relabelled by experiments/relabel_fused_records.py), so each of its cells has one compute path.
 set -euo pipefail
 lane=${1:?usage: $0 64k|128k PROSE [OUT]}
 prose=$(realpath "${2:?usage: $0 64k|128k PROSE [OUT]}")
@@ -43,7 +45,7 @@ case $lane in
     run longrope-opt validate --study-name extend-gemma3-270m-131072 \
         --storage "sqlite:///$results/extend-gemma3-128k.db" --corpus "$prose" --docs 3 --lengths 128k \
         --classic "$classic" --factors "$carried" --keys 20 --passkey-form branched \
-        --output "$results/validate-gemma3-128k"
+        --remeasure-other-paths --output "$results/validate-gemma3-128k"
     ;;
 *)
     echo "usage: $0 64k|128k PROSE [OUT]" >&2
