@@ -11,11 +11,17 @@ hybrid: the base row with λ on dims a..b−1 taken from the donor; n̂ and t st
 the hybrid loses prompts the base retrieves, the donor's band is enough to cause the loss
 (experiments/results/retrieval-intervention.txt, retrieval-rescue.txt).
 
+scale: a row with another attention scale t; λ and n̂ stay the row's. What t alone moves, on
+a model where the formulas' λ differ less than their t (Gemma 3 at 4x, docs/results.md).
+
     python experiments/derived_factors.py carry --study-name 4x-new \\
         --storage sqlite:///experiments/results/extend-4x.db --to 65536 -o new-carried-8x.json
     python experiments/derived_factors.py hybrid --base yarn-cd --donor 4x-plain --band 0-20 \\
         --storage sqlite:///experiments/results/extend-4x.db --length 32768 -o ycd-both-plain.json
     longrope-opt validate --factors ycd-both-plain.json --corpus ./prose/ --lengths 32k
+    python experiments/derived_factors.py scale --row extend-gemma3-270m-131072 --t 1.0 \
+        --length 131072 --model gemma3-270m \
+        --storage sqlite:///experiments/results/extend-gemma3-128k.db -o guarded-t1.json
 """
 
 from __future__ import annotations
@@ -61,7 +67,11 @@ def main() -> None:
     h.add_argument("--donor", required=True, help="a classic row name or a study name")
     h.add_argument("--band", required=True, help="a-b: dims a..b-1 come from the donor")
     h.add_argument("--length", type=int, required=True, help="the rows' target length")
-    for q in (c, h):
+    t = sub.add_parser("scale", help="a row with another attention scale t")
+    t.add_argument("--row", required=True, help="a classic row name or a study name")
+    t.add_argument("--t", type=float, required=True, help="the attention scale (logits × t²)")
+    t.add_argument("--length", type=int, required=True, help="the row's target length")
+    for q in (c, h, t):
         q.add_argument("--storage", required=True)
         q.add_argument("-o", "--output", required=True)
         q.add_argument("--model", default="smollm2-135m")
@@ -82,6 +92,13 @@ def main() -> None:
         scaling = carry(best_scaling(study)[0], spec.scale(length), spec.scale(args.to))
         record = {**scaling.to_dict(), "target_length": args.to,
                   "carried_from": {"study": args.study_name, "target_length": length}}  # fmt: skip
+    elif args.what == "scale":
+        from longrope_opt import RopeScaling
+
+        base = _row(args.row, args.storage, args.length, spec)
+        scaling = RopeScaling(base.factors, base.n_hat, args.t, method="scaled")
+        record = {**scaling.to_dict(), "target_length": args.length,
+                  "scaled": {"row": args.row, "attention_scale_was": base.attention_scale}}  # fmt: skip
     else:
         try:
             a, b = (int(x) for x in args.band.split("-"))
