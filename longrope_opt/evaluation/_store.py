@@ -118,6 +118,10 @@ def measurement_key(
     return f"{kind}:{digest}"
 
 
+#: What `measurement_path` appends to the compute path of a model whose element-wise work is fused.
+FUSED_SUFFIX = "-fused"
+
+
 def measurement_path(model: Any, default: str) -> str:
     """The compute path `model`'s measurements are kept under, for `MeasurementStore`.
 
@@ -131,7 +135,13 @@ def measurement_path(model: Any, default: str) -> str:
         where eager bf16 rounds each op, so a fused forward's perplexity is not an eager one's.
     """
     path = (getattr(model, "longrope_opt_compute", None) or {}).get("path", default)
-    return f"{path}-fused" if is_fused(model) else str(path)
+    return f"{path}{FUSED_SUFFIX}" if is_fused(model) else str(path)
+
+
+def eager_path(path: str) -> str:
+    """`path` without its fusion: the path of a measurement that runs eager on a fused model
+    (the branched passkey form: `longrope_opt.patching.shared_prefix` unfuses while it runs)."""
+    return path.removesuffix(FUSED_SUFFIX)
 
 
 class MeasurementStore:
@@ -161,21 +171,30 @@ class MeasurementStore:
         """Whether `key` has records, but none of this measuring version (it is measured again)."""
         return bool(self._records.get(key)) and not self._current(key)
 
-    def get(self, key: str) -> tuple[Any, str] | None:
-        """``(value, path it was measured on)``, preferring this process's path, or None; only
-        records of this `MEASUREMENT_VERSION`."""
+    def get(self, key: str, *, path: str | None = None) -> tuple[Any, str] | None:
+        """``(value, path it was measured on)``, preferring this process's path (or `path`, the
+        one this measurement would run on), or None; only records of this `MEASUREMENT_VERSION`."""
+        path = path or self.path
         by_path = self._current(key)
-        if self.path in by_path:
-            return by_path[self.path]["value"], self.path
+        if path in by_path:
+            return by_path[path]["value"], path
         if self.reuse_other_paths and by_path:
             other = sorted(by_path)[0]
             return by_path[other]["value"], other
         return None
 
-    def put(self, key: str, value: Any, *, seconds: float | None = None, **extra: Any) -> None:
-        """Store `value` (JSON-ready) for this process's path, at once."""
+    def put(
+        self,
+        key: str,
+        value: Any,
+        *,
+        seconds: float | None = None,
+        path: str | None = None,
+        **extra: Any,
+    ) -> None:
+        """Store `value` (JSON-ready) for this process's path (or `path`, the one it ran on)."""
         by_path = dict(self._study.user_attrs.get(key) or {})  # another worker's paths kept
-        by_path[self.path] = {
+        by_path[path or self.path] = {
             "value": value,
             "seconds": None if seconds is None else round(float(seconds), 3),
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -25,6 +25,7 @@ from longrope_opt.evaluation._rows import Row
 from longrope_opt.evaluation._rows import check_names
 from longrope_opt.evaluation._rows import classic_rows
 from longrope_opt.evaluation._store import MeasurementStore
+from longrope_opt.evaluation._store import eager_path
 from longrope_opt.evaluation._store import measurement_key
 from longrope_opt.evaluation._store import model_fingerprint
 from longrope_opt.evaluation._store import tokens_hash
@@ -203,8 +204,10 @@ def validate(
     # winner is its YaRN-cd seed) or two prompts with the same tokens share their key.
     todo_ppl = list({key: k for k, key in reversed(ppl_keys.items())
                      if store.get(key) is None}.values())[::-1]  # fmt: skip
+    # the branched form runs eager on a fused model (`shared_prefix` unfuses), the single fused
+    key_path = eager_path(store.path) if passkey_form == "branched" else store.path
     todo_keys = list({key: k for k, key in reversed(key_keys.items())
-                      if store.get(key) is None}.values())[::-1]  # fmt: skip
+                      if store.get(key, path=key_path) is None}.values())[::-1]  # fmt: skip
     per_key = {n: 0.6 if passkey_form == "single" else 1.0 / max(1, keys) for n in lengths}
     bar = _bar(progress, sum(cost[k[0]] for k in todo_ppl)
                + sum(per_key[k[0]] * cost[k[0]] for k in todo_keys))  # fmt: skip
@@ -232,13 +235,13 @@ def validate(
                 for k, correct, nll in passkey_results(model, chosen, form=passkey_form):
                     j = todo[k]
                     store.put(key_keys[(n, name, j)], [bool(correct), float(nll)],
-                              seconds=time.perf_counter() - start, row=name)  # fmt: skip
+                              seconds=time.perf_counter() - start, path=key_path, row=name)  # fmt: skip
                     start = time.perf_counter()
                     measured += 1
                     bar.update(per_key[n] * cost[n])
     bar.close()
     validation = _collect(table, lengths, ids, keys, passkey_seed, prompts, store, ppl_keys,
-                          key_keys, fingerprint, measured)  # fmt: skip
+                          key_keys, fingerprint, measured, key_path)  # fmt: skip
     validation.passkey_form = passkey_form
     return validation
 
@@ -246,7 +249,7 @@ def validate(
 def _collect(
     table: dict[int, list[Row]], lengths: list[int], ids: list[str], keys: int, seed: int,
     prompts: dict[int, list[Any]], store: MeasurementStore, ppl_keys: dict, key_keys: dict,
-    fingerprint: str, measured: int,
+    fingerprint: str, measured: int, key_path: str,
 ) -> Validation:  # fmt: skip
     ppl: dict[int, dict[str, list[float]]] = {}
     passkey: dict[int, dict[str, list[bool]]] = {}
@@ -264,10 +267,10 @@ def _collect(
                 values.append(math.exp(value["nll"] / value["tokens"]))
             outcomes = []
             for j in range(keys):
-                found = store.get(key_keys[(n, row.name, j)])
+                found = store.get(key_keys[(n, row.name, j)], path=key_path)
                 assert found is not None
                 outcomes.append(bool(found[0][0]))
-                used.add(found[1])
+                used.add(store.path if found[1] == key_path else found[1])  # made as this run would
             ppl[n][row.name], passkey[n][row.name], paths[n][row.name] = values, outcomes, sorted(used)
     first = table[lengths[0]]
     return Validation(
