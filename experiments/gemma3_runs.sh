@@ -14,7 +14,7 @@
 # while the 4x search ran, and the 4x validation found them there. Once the 4x search had ended
 # both lanes' validations were measuring the same cells at once, so the 4x lane alone measures
 # what is left. `extend`'s own validation runs fused and `validate` eager, which differ
-# (bench/fusion_numerics.py): the 4x table measures again, eager, what only `extend` measured
+# (bench/fusion_numerics.py): each table measures again, eager, what only `extend` measured
 # (relabelled by experiments/relabel_fused_records.py), so each of its cells has one compute path.
 set -euo pipefail
 lane=${1:?usage: $0 64k|128k PROSE [OUT]}
@@ -36,7 +36,8 @@ case $lane in
         --passkey-form branched --storage "sqlite:///$results/extend-gemma3-64k.db" --out "$out/out-gemma3-64k"
     run longrope-opt validate --study-name extend-gemma3-270m-65536 \
         --storage "sqlite:///$results/extend-gemma3-64k.db" --corpus "$prose" --docs 5 --lengths 64k \
-        --classic "$classic" --keys 20 --passkey-form branched --output "$results/validate-gemma3-64k"
+        --classic "$classic" --keys 20 --passkey-form branched --remeasure-other-paths \
+        --output "$results/validate-gemma3-64k"
     ;;
 128k)
     run longrope-opt extend gemma3-270m --to 128k --trials 12 \
