@@ -19,8 +19,8 @@ a model where the formulas' λ differ less than their t (Gemma 3 at 4x, docs/res
     python experiments/derived_factors.py hybrid --base yarn-cd --donor 4x-plain --band 0-20 \\
         --storage sqlite:///experiments/results/extend-4x.db --length 32768 -o ycd-both-plain.json
     longrope-opt validate --factors ycd-both-plain.json --corpus ./prose/ --lengths 32k
-    python experiments/derived_factors.py scale --row extend-gemma3-270m-131072 --t 1.0 \
-        --length 131072 --model gemma3-270m \
+    python experiments/derived_factors.py scale --row extend-gemma3-270m-131072 --t 1.0 \\
+        --length 131072 --model gemma3-270m \\
         --storage sqlite:///experiments/results/extend-gemma3-128k.db -o guarded-t1.json
 """
 

@@ -17,17 +17,17 @@ The Gemma 3 stores, relabelled on 2026-12-05 (the runs' logs: `extend`'s own val
 only fused writer inside each window; the one cell both lanes measured at 128k, YaRN-cd's on
 `cargo`, printed 10.9492 fused and 10.9572 eager, and the store kept the eager one):
 
-    python experiments/relabel_fused_records.py \
-        --store sqlite:///experiments/results/extend-gemma3-128k.db \
-        --rows extend-gemma3-270m-131072:guarded --kinds ppl \
+    python experiments/relabel_fused_records.py \\
+        --store sqlite:///experiments/results/extend-gemma3-128k.db \\
+        --rows extend-gemma3-270m-131072:guarded --kinds ppl \\
         --between 2026-12-05T12:00 2026-12-05T13:30 --write
-    python experiments/relabel_fused_records.py \
-        --store sqlite:///experiments/results/extend-gemma3-64k.db \
-        --rows extend-gemma3-270m-65536:guarded,yarn-cd --kinds ppl \
+    python experiments/relabel_fused_records.py \\
+        --store sqlite:///experiments/results/extend-gemma3-64k.db \\
+        --rows extend-gemma3-270m-65536:guarded,yarn-cd --kinds ppl \\
         --between 2026-11-29T11:30 2026-11-29T13:20 --write
     # the passkeys' relabelling, undone: the same two windows with these rows and --kinds passkey
     #   128k: --rows extend-gemma3-270m-131072:guarded,yarn-cd   64k: as above
-    python experiments/relabel_fused_records.py --store … --rows … --kinds passkey \
+    python experiments/relabel_fused_records.py --store … --rows … --kinds passkey \\
         --between … --undo --write
 """
 
