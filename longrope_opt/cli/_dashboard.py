@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         _check_bindable(args.host, args.port)
         remote = check_host(args.host, args.allow_remote, what="optuna-dashboard")
     url = resolve_storage_url(args.storage)
-    storage = make_storage(url, must_exist=args.attach_only)
+    storage = make_storage(url, must_exist=True)  # a viewer never creates a database
     for name, figures in attach_all(storage).items():
         print(f"  {name}: {', '.join(figures) or 'no completed trial yet'}", flush=True)
     if args.attach_only:

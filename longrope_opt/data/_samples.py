@@ -53,7 +53,10 @@ class Samples(list):
 
 
 def _looks_like_path(source: str) -> bool:
-    return source.startswith((".", "/", "~")) or bool(re.search(r"\.(txt|md)$", source))
+    # a dataset name never ends with a slash: "books/" is a folder
+    return source.startswith((".", "/", "~")) or source.endswith("/") or bool(
+        re.search(r"\.(txt|md)$", source)
+    )
 
 
 def split_sources(source: str) -> list[str]:

@@ -32,10 +32,12 @@ from longrope_opt.models import DEFAULT_MODEL
 from longrope_opt.models import check_gguf_arch
 from longrope_opt.models import device_name
 from longrope_opt.models import gguf_source
+from longrope_opt.models import read_config
 from longrope_opt.models import read_gguf_arch
 from longrope_opt.models import resolve_device
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
+from longrope_opt.patching import check_supported
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import make_plan
 from longrope_opt.pipeline._plan import parse_budget
@@ -52,10 +54,11 @@ from longrope_opt.studies import Rerank
 from longrope_opt.studies import SearchConfig
 from longrope_opt.studies import Stage
 from longrope_opt.studies import Trials
-from longrope_opt.studies import make_storage
+from longrope_opt.studies import open_existing
 from longrope_opt.studies import prepare
 from longrope_opt.studies import resolve_storage_url
 from longrope_opt.studies import run_stages
+from longrope_opt.studies import storage_file
 
 
 logger = logging.getLogger(__name__)
@@ -216,6 +219,7 @@ def extend(
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")
+    _check_past_window(model, target_length, trained_length)
     config = extend_config(model, target_length, corpus=corpus, seed=seed,
                            trained_length=trained_length, warm_start=warm_start)  # fmt: skip
     name = study_name or f"extend-{config.default_study_name()}"
@@ -235,15 +239,21 @@ def extend(
     if done is not None:
         logger.debug("nothing left to measure: %s", done.headline)
         return done
+    new_file = _new_file(storage)
     search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
                      attn=attn, fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip
     stored = record.read_plan(search.study)
-    plan = Plan.from_dict(stored) if stored else make_plan(
-        time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
-        samples=config.samples, retrieval_keys=config.retrieval_keys,
-        passkey_form=config.passkey_form or "single", length=target_length,
-    )  # fmt: skip
-    held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
+    try:
+        plan = Plan.from_dict(stored) if stored else make_plan(
+            time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
+            samples=config.samples, retrieval_keys=config.retrieval_keys,
+            passkey_form=config.passkey_form or "single", length=target_length,
+        )  # fmt: skip
+        held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
+    except InvalidArgumentError:
+        if not stored:  # refused before its first trial (a budget under one forward): forgotten
+            _forget(search.study, new_file)
+        raise
     here = device_name(next(search.model.parameters()).device)  # what the plan is timed on
     if not stored:
         plan = dataclasses.replace(plan, machine=here)
@@ -294,11 +304,50 @@ def extend(
     )  # fmt: skip
 
 
+def _new_file(storage: Any) -> Path | None:
+    """The SQLite or journal file `storage` names when it does not exist yet (this call would
+    create it), else None."""
+    if storage is not None and not isinstance(storage, str):
+        return None
+    path = storage_file(resolve_storage_url(storage))
+    return path if path is not None and not path.exists() else None
+
+
+def _forget(study: optuna.Study, new_file: Path | None) -> None:
+    """Undo what a refused `extend` wrote: its new study, and the file it created for it."""
+    optuna.delete_study(study_name=study.study_name, storage=study._storage)
+    if new_file is not None:
+        engine = getattr(study._storage, "engine", None)
+        if engine is not None:
+            engine.dispose()
+        for path in (new_file, new_file.with_name(new_file.name + "-journal")):
+            path.unlink(missing_ok=True)
+
+
+def _check_past_window(model: str, target_length: int, trained_length: int | None) -> None:
+    """`extend` only reaches past the trained window: a shorter target is one line that says
+    what to give instead, before a database or a weight is touched (a config that cannot be
+    read without loading is checked by the search after the load)."""
+    model_config = read_config(model, trained_length=trained_length)
+    if model_config is None:
+        return
+    trained = check_supported(model_config).original_length
+    if target_length <= trained:
+        raise InvalidArgumentError(
+            f"`target_length` must be > the trained length {trained}, got {target_length}: "
+            f"`extend` reaches past the trained window (2x is {2 * trained}); for a checkpoint "
+            "trained on shorter text than its config says, give `trained_length`."
+        )
+
+
 def _stored_passkey_form(storage: Any, name: str) -> str | None:
     """The passkey form of study `name`'s search (None: no such study, or no search stored)."""
+    held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
     try:
-        study = optuna.load_study(study_name=name, storage=make_storage(resolve_storage_url(storage)))
+        study = None if held is None else optuna.load_study(study_name=name, storage=held)
     except KeyError:
+        study = None
+    if study is None:
         return None
     stored = record.read_config(study)
     return None if stored is None else str(stored[0].get("passkey_form", "single"))
@@ -311,9 +360,12 @@ def _already_shipped(
     it exported from, the export was made for this folder, held-out text, seed and margin, and
     every file it wrote is still there unchanged. None otherwise (then the stages run, and each
     skips what its record says is done). Reads the study only: no model loads."""
+    held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
     try:
-        study = optuna.load_study(study_name=name, storage=make_storage(resolve_storage_url(storage)))
+        study = None if held is None else optuna.load_study(study_name=name, storage=held)
     except KeyError:
+        study = None
+    if study is None:
         return None
     shipped, stored = record.read_shipped(study), record.read_plan(study)
     if not shipped or not stored or shipped.get("out") != str(out.resolve()):

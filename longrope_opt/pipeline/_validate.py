@@ -34,6 +34,7 @@ from longrope_opt.objectives import check_passkey_form
 from longrope_opt.patching import check_supported
 from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
+from longrope_opt.studies import open_existing
 from longrope_opt.studies import record
 from longrope_opt.studies import resolve_storage_url
 from longrope_opt.studies import stored_trained_length
@@ -129,9 +130,12 @@ def validate_candidates(
     if output is not None and not Path(f"{output}.csv").parent.is_dir():
         raise InvalidArgumentError(f"`output` {str(output)!r}: its folder does not exist.")
     check_source(corpus)
-    if store:
-        _open_store(store)  # a store that cannot be opened: before the model loads
-    held = make_storage(resolve_storage_url(storage))
+    if store:  # a store that cannot be opened: before the model loads (created only on use)
+        _open_store(store, existing=True)
+    # studies are read from a storage that must exist; the measurements of classic rows alone
+    # go to one that is created once every argument has been checked
+    url = resolve_storage_url(storage)
+    held = make_storage(url, must_exist=True) if studies else open_existing(url)
     loaded = [load_named_study(held, name) for name in studies]
     candidates = [row for s in loaded for row in study_rows(s, top=top)]
     candidates += factor_rows(factors)
@@ -158,6 +162,8 @@ def validate_candidates(
                              windows=windows)  # fmt: skip
     lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn,
                                trained_length=trained_length)  # fmt: skip
+    if not store and held is None:
+        held = make_storage(url)
     kept = MeasurementStore(_open_store(store) if store else held,
                             path=measurement_path(lm, dtype),
                             reuse_other_paths=not remeasure_other_paths)  # fmt: skip
@@ -204,8 +210,10 @@ def rerender_validation(
     return ValidationResult(summary, table, 0, files)
 
 
-def _open_store(url: str) -> Any:
+def _open_store(url: str, *, existing: bool = False) -> Any:
     try:
+        if existing:  # checked without creating the file
+            return open_existing(resolve_storage_url(url))
         return make_storage(resolve_storage_url(url))
     except StorageError as exc:  # the library names its own parameter: say which one
         raise StorageError(str(exc).replace("`storage`", "`store`", 1)) from None

@@ -51,8 +51,10 @@ from longrope_opt.studies._stages import run_stages
 from longrope_opt.studies._stages import search_stages
 from longrope_opt.studies._storage import DEFAULT_STORAGE
 from longrope_opt.studies._storage import make_storage
+from longrope_opt.studies._storage import open_existing
 from longrope_opt.studies._storage import resolve_storage_url
 from longrope_opt.studies._storage import sqlite_path
+from longrope_opt.studies._storage import storage_file
 from longrope_opt.studies._warm import WARM_KEY
 from longrope_opt.studies._warm import enqueue_warm_start
 from longrope_opt.studies._warm import warm_start_params
@@ -105,6 +107,7 @@ __all__ = [
     "load_named_study",
     "make_pruner",
     "make_storage",
+    "open_existing",
     "open_study",
     "pending_studies",
     "provenance_of",
@@ -124,6 +127,7 @@ __all__ = [
     "run_study",
     "space_of_study",
     "sqlite_path",
+    "storage_file",
     "study_documents",
     "study_winner",
     "stored_trained_length",

@@ -43,6 +43,7 @@ from longrope_opt.studies._stages import Search
 from longrope_opt.studies._stages import run_stages
 from longrope_opt.studies._stages import search_stages
 from longrope_opt.studies._storage import make_storage
+from longrope_opt.studies._storage import open_existing
 from longrope_opt.studies._storage import resolve_storage_url
 from longrope_opt.studies._warm import enqueue_warm_start
 
@@ -98,12 +99,15 @@ def prepare(
     check_sampler_dependencies([config.sampler])  # a missing extra fails before loading
     if config.pruner is not None:
         make_pruner(config.pruner, config.sampler)
+    url = None
     if not isinstance(storage, optuna.storages.BaseStorage):
-        storage = make_storage(resolve_storage_url(storage),
-                               heartbeat_interval=heartbeat_interval or None)  # fmt: skip
+        # a SQLite or journal file is created only once the space is settled: a refused search
+        # leaves no database behind
+        url = resolve_storage_url(storage)
+        storage = open_existing(url, heartbeat_interval=heartbeat_interval or None)
     name = study_name or config.default_study_name()
     try:
-        stored = optuna.load_study(study_name=name, storage=storage)
+        stored = None if storage is None else optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         stored = None
     # The space is checked against the model's config before its weights load (minutes for a
@@ -119,12 +123,15 @@ def prepare(
         model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn,
                                       fuse=fuse, trained_length=said)  # fmt: skip
         model_config = model.config
+    # another study named as a base or warm start is read from the same storage, which must hold it
+    studies = [s for s in (config.base, config.warm_start) if isinstance(s, str) and s.startswith("study:")]
+    reading = storage if storage is not None or not studies else make_storage(str(url), must_exist=True)
     base = None if config.base in (None, "config") else resolve_base(
-        config.base, model_config=model_config, storage=storage
+        config.base, model_config=model_config, storage=reading
     )  # fmt: skip
     source, warm = config.warm_start, None
     if isinstance(source, str):  # a source is resolved once: the study keeps its record
-        warm = resolve_base(source, storage=storage, param="warm_start")
+        warm = resolve_base(source, storage=reading, param="warm_start")
     config, space, difference = config.settle(stored, model_config, base, warm)
     if model is None:
         model, tokenizer = load_model(config.model, dtype=dtype, device=device, attn=attn,
@@ -144,6 +151,8 @@ def prepare(
     sampler = make_sampler(config.sampler, space=space, seed=config.effective_sampler_seed,
                            budget=budget or 1000, options=config.sampler_options,
                            constraints_func=constraint)  # fmt: skip
+    if storage is None:  # the search is valid and its text read: now its database is created
+        storage = make_storage(str(url), heartbeat_interval=heartbeat_interval or None)
     study = open_study(
         storage=storage, study_name=name, sampler=sampler,
         provenance=record.provenance_of(

@@ -13,6 +13,7 @@ import sqlalchemy.exc
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import StorageError
 from longrope_opt.studies._remote import connect_grpc
+from longrope_opt.studies._remote import journal_path
 from longrope_opt.studies._remote import open_journal
 from longrope_opt.studies._retry import RetryStaleTrial
 from longrope_opt.urls import ENV_STORAGE
@@ -104,6 +105,23 @@ def sqlite_path(url: str) -> Path | None:
     path = rest[1:] if rest.startswith("/") else rest  # sqlite:///rel.db, sqlite:////abs.db
     path = path.split("?", 1)[0]
     return None if path in ("", ":memory:") else Path(path)
+
+
+def storage_file(url: str) -> Path | None:
+    """The file a SQLite or journal URL names (None for a database server or a gRPC proxy)."""
+    if url.startswith("journal"):
+        return journal_path(url)
+    return sqlite_path(url)
+
+
+def open_existing(url: str, *, heartbeat_interval: int | None = None) -> Any | None:
+    """The storage `url` names when it already exists, else None: a SQLite or journal file that
+    is not there is not created, so that a command refused after this look-up (a target the
+    model's config rules out, say) leaves nothing behind. Servers always exist."""
+    path = storage_file(url)
+    if path is not None and not path.is_file():
+        return None
+    return make_storage(url, heartbeat_interval=heartbeat_interval)
 
 
 def make_storage(
