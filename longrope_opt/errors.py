@@ -19,6 +19,11 @@ class UnsupportedModelError(LongRopeOptError, TypeError):
     """The model has no rotary position embedding we know how to patch."""
 
 
+class UncheckedModelError(UnsupportedModelError):
+    """The installed transformers has the model's family, and the family matrix of this version
+    never checked it (a newer transformers release added it)."""
+
+
 class DataError(LongRopeOptError, ValueError):
     """The text source cannot provide the samples asked for (too few or too short documents)."""
 

@@ -20,6 +20,8 @@ from longrope_opt.patching._banded import band_attention
 from longrope_opt.patching._banded import band_cost
 from longrope_opt.patching._banded import banded_for
 from longrope_opt.patching._banded import sliding_window_of
+from longrope_opt.patching._checked import CHECKED
+from longrope_opt.patching._checked import CHECKED_WITH
 from longrope_opt.patching._compat import find_rotary_modules
 from longrope_opt.patching._compat import keep_rope_fp32
 from longrope_opt.patching._compat import restore_rope_fp32
@@ -48,6 +50,8 @@ __all__ = [
     "band_cost",
     "banded_for",
     "sliding_window_of",
+    "CHECKED",
+    "CHECKED_WITH",
     "REFUSED",
     "apply_rope_scaling",
     "check_supported",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.patching._checked import check_checked
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import extended_layer_types
 
@@ -82,4 +83,6 @@ def check_supported(config: Any) -> RopeSpec:
                 f"model type {model_type!r} is not supported: {REFUSED[model_type]}."
             )
     extended_layer_types(text)  # raises for global layers without RoPE or with several
-    return RopeSpec.from_config(text)
+    spec = RopeSpec.from_config(text)  # raises for a model without RoPE
+    check_checked(text)  # a family a later transformers added: refused until checked
+    return spec

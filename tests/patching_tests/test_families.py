@@ -28,11 +28,14 @@ import numpy as np
 import pytest
 import torch
 
+from longrope_opt.errors import UncheckedModelError
 from longrope_opt.errors import UnsupportedModelError
 from longrope_opt.models import export_model
 from longrope_opt.models import exported_spec
 from longrope_opt.models import read_export
 from longrope_opt.patching import BANDED
+from longrope_opt.patching import CHECKED
+from longrope_opt.patching import CHECKED_WITH
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.patching import attention_of
 from longrope_opt.patching import check_supported
@@ -210,6 +213,41 @@ def test_refused_family_fails_from_its_config(name: str) -> None:
     config = config_of(FAMILIES[name])  # the config alone, as from_pretrained reads it
     with pytest.raises(UnsupportedModelError, match="model type"):
         check_supported(config)
+
+
+def _model_type(name: str) -> str:
+    return _text(config_of(FAMILIES[name])).model_type
+
+
+def test_every_supported_family_is_listed_as_checked() -> None:
+    # a family that passes the matrix and is missing from CHECKED would be refused at load
+    missing = sorted({_model_type(n) for n in SUPPORTED} - CHECKED)
+    assert not missing, f"add to longrope_opt/patching/_checked.py CHECKED: {missing}"
+
+
+def test_checked_is_what_the_ceiling_supports() -> None:
+    import transformers
+
+    installed = ".".join(transformers.__version__.split(".")[:2])
+    if installed != CHECKED_WITH[1]:  # older releases lack some families: a superset there
+        return
+    assert {_model_type(n) for n in SUPPORTED} == CHECKED
+
+
+def test_a_family_the_matrix_never_saw_is_refused_in_one_line(monkeypatch) -> None:
+    # the next transformers adds a family: pretend Llama is one (known to transformers, and
+    # not in the checked set)
+    import longrope_opt.patching._checked as checked
+
+    config = tiny_config(FAMILIES["llama"])
+    monkeypatch.setattr(checked, "CHECKED", checked.CHECKED - {"llama"})
+    with pytest.raises(UncheckedModelError, match=r"model type 'llama' is not supported: not "
+                       r"checked with transformers \d+\.\d+ .*5\.17-5\.25") as info:  # fmt: skip
+        check_supported(config)
+    assert "\n" not in str(info.value)
+    # a model type transformers does not know (a hub repository's own code) is not judged here
+    config.model_type = "my_own_llama"
+    check_supported(config)
 
 
 def test_docs_table_is_current() -> None:
