@@ -41,6 +41,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(optuna|torch|numpy|np|transformers|collections|typing|pathlib|argparse)\..*"),
     (r"py:.*", r"(Any|Callable|Iterator|Sequence|Mapping|Collection|Path|NDArray|ndarray)"),
     (r"py:.*", r"(T|SamplerFactory|BaseDistribution|FrozenTrial|Study|Trial|Tensor)"),
+    (r"py:.*", r"(nn\.Module|Module)"),  # torch's, as `nn` in the training wrapper
     (r"py:.*", r"longrope_opt\.registry\.T"),  # a type variable: not an object to document
 ]
 

@@ -17,6 +17,9 @@ EXAMPLES = """examples:
   longrope-opt finetune --factors factors-16k.json --steps 4 --output ft-16k
   # PoSE: 4k real tokens per step at positions spread over 16k (a fraction of a full step)
   longrope-opt finetune --factors factors-16k.json --steps 8 --pose-tokens 4096 --output ft-16k
+  # PoSE with mixed windows: 8k real tokens spread to 64k, a fifth of them kept inside the 8k
+  # window under the original RoPE; killed? the same command resumes from ft-64k-checkpoints/
+  longrope-opt finetune --factors smol-64k/factors.json --steps 200 --grad-accum 4 --pose-tokens 8192 --short-share 0.2 --warmup-steps 10 --output ft-64k
   # then search 32k on top of it (factors relative to the fine-tuned model's own)
   longrope-opt search --model ft-16k --base config --target-length 32768
   # a GPU user scales the same command up (the paper: 400 steps at 128k, lr 2e-5)
@@ -65,6 +68,20 @@ def add_parser(sub: Any) -> None:
         "(PoSE; the attention cost of N tokens). Default: whole samples",
     )
     train.add_argument(
+        "--short-share",
+        type=float,
+        default=0.0,
+        help="with --pose-tokens: the share of samples kept inside the trained window under the "
+        "original RoPE (LongRoPE2's mixed context windows; default 0, not yet measured)",
+    )
+    train.add_argument(
+        "--save-steps",
+        type=int,
+        default=25,
+        help="steps between checkpoints; a rerun of the same command resumes from the last "
+        "(default 25; the 2 newest are kept)",
+    )
+    train.add_argument(
         "--autocast",
         default="bfloat16",
         choices=["bfloat16", "float16", "none"],
@@ -78,6 +95,8 @@ def add_parser(sub: Any) -> None:
     )
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", required=True, help="model directory to write")
+    out.add_argument("--checkpoints", default=None, metavar="DIR",
+                     help="Trainer's checkpoints, where a rerun resumes (default: OUTPUT-checkpoints)")  # fmt: skip
     add_overwrite_flag(out)
     out.add_argument(
         "--save-dtype",
@@ -90,7 +109,12 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags, call `longrope_opt.pipeline.finetune_and_export`, report the run."""
-    for name in ("steps", "samples", "grad_accum"):
+    if not 0.0 <= args.short_share < 1.0:
+        raise InvalidArgumentError(f"`--short-share` must be in [0, 1), got {args.short_share}.")
+    if args.short_share and args.pose_tokens is None:
+        raise InvalidArgumentError("`--short-share` needs `--pose-tokens` (mixed windows mix PoSE "
+                                   "samples with short ones).")  # fmt: skip
+    for name in ("steps", "samples", "grad_accum", "save_steps"):
         if getattr(args, name) < 1:
             raise InvalidArgumentError(
                 f"`--{name.replace('_', '-')}` must be >= 1, got {getattr(args, name)}."
@@ -109,10 +133,13 @@ def run(args: argparse.Namespace) -> int:
         grad_accum=args.grad_accum,
         autocast_dtype=None if args.autocast == "none" else args.autocast,
         gradient_checkpointing=args.gradient_checkpointing, pose_tokens=args.pose_tokens,
+        short_share=args.short_share, save_steps=args.save_steps, checkpoints=args.checkpoints,
     )  # fmt: skip
     losses = ", ".join(f"{x:.4f}" for x in result.losses)
     print(
         f"{args.steps} step(s), {result.tokens} tokens in {result.seconds:.0f} s; losses {losses}"
     )
+    if result.resumed_from:
+        print(f"resumed from {result.resumed_from}")
     print(f"wrote {out} (rope type longrope, max_position_embeddings {length})")
     return 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
@@ -13,6 +16,7 @@ from longrope_opt.models import check_output_dir
 from longrope_opt.models import export_model
 from longrope_opt.models import load_model
 from longrope_opt.models import needs_loader
+from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
 from longrope_opt.studies import SearchConfig
@@ -133,6 +137,7 @@ def finetune_and_export(
     attn: str | None = None,
     overwrite: bool = False,
     save_dtype: str = "bfloat16",
+    checkpoints: str | Path | None = None,
     **training: Any,
 ) -> tuple[FinetuneResult, Path, int]:
     """Fine-tune `model` with searched factors on long samples, then save it with them.
@@ -151,9 +156,11 @@ def finetune_and_export(
         attn: Attention kernel.
         overwrite: Write into an existing non-empty directory.
         save_dtype: Dtype of the saved weights.
+        checkpoints: Trainer's checkpoint folder, where a rerun resumes (default: the output's
+            name with ``-checkpoints``, beside it).
         **training: `longrope_opt.training.finetune`'s settings (``steps``, ``learning_rate``,
             ``warmup_steps``, ``grad_accum``, ``autocast_dtype``, ``gradient_checkpointing``,
-            ``pose_tokens``).
+            ``pose_tokens``, ``short_share``, ``save_steps``).
 
     Returns:
         ``(the run's FinetuneResult, the directory, the sequence length)``.
@@ -181,13 +188,27 @@ def finetune_and_export(
     spec.scale(length)
     scaling.check(spec)
     docs = load_samples(corpus, tokenizer, length, samples, seed)
-    result = finetune(lm, list(docs), scaling, seed=seed, **training)
+    if checkpoints is None:  # beside the output, never inside it: the output stays a model dir
+        checkpoints = Path(output).expanduser().with_name(Path(output).name + "-checkpoints")
+    short = training.pop("short_share", 0.0)
+    mixed: RopeScaling | ShortLongScaling = scaling
+    if short:  # mixed windows: short samples under the original RoPE, by the longrope rule
+        mixed = ShortLongScaling(RopeScaling(np.ones(spec.n_factors)), scaling, spec.original_length)
+    result = finetune(lm, list(docs), mixed, seed=seed, output_dir=checkpoints,
+                      short_share=short, **training)  # fmt: skip
     meta = {"finetune": {
         "steps": training.get("steps"), "losses": result.losses, "tokens": result.tokens,
         "seconds": round(result.seconds, 1), "learning_rate": training.get("learning_rate"),
-        "pose_tokens": training.get("pose_tokens"), "corpus": corpus, "seed": seed,
+        "pose_tokens": training.get("pose_tokens"), "short_share": short, "corpus": corpus,
+        "seed": seed,
         "base_model": model,
     }}  # fmt: skip
     out = export_model(lm, tokenizer, output, scaling, target_length=length, dtype=save_dtype,
                        metadata=meta, overwrite=overwrite)  # fmt: skip
+    # the model is written: its checkpoints (weights and optimizer state, GBs) are not needed
+    folder = Path(checkpoints)
+    for done in folder.glob("checkpoint-*"):  # Trainer's own folders only, whatever DIR is
+        shutil.rmtree(done, ignore_errors=True)
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
     return result, out, length

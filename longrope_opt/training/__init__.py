@@ -1,9 +1,13 @@
-"""Fine-tuning with searched factors (the middle step of LongRoPE's progressive extension)."""
+"""Fine-tuning with searched factors (the method's second half): PoSE samples and mixed context
+windows on transformers' `Trainer`, resumable from its checkpoints."""
 
 from __future__ import annotations
 
+from longrope_opt.training._finetune import ChunkedLoss
 from longrope_opt.training._finetune import FinetuneResult
 from longrope_opt.training._finetune import finetune
+from longrope_opt.training._pose import PoseSamples
+from longrope_opt.training._pose import pose_positions
 
 
-__all__ = ["FinetuneResult", "finetune"]
+__all__ = ["ChunkedLoss", "FinetuneResult", "PoseSamples", "finetune", "pose_positions"]

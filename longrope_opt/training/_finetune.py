@@ -1,25 +1,33 @@
-"""`finetune`: next-token training of a RoPE-patched model on long samples.
+"""`finetune`: next-token training of a RoPE-patched model, on transformers' `Trainer`.
 
-One plain loop that runs the same on a laptop CPU and a GPU: AdamW on the model's own weights,
-bf16 autocast (fp32 master weights when the model is loaded in fp32), gradient checkpointing of
-every decoder layer, and the LM head + cross-entropy over chunks of positions (each chunk
-recomputed in backward) so a 16k-token step never holds 16k × vocab logits. The RoPE is the
-searched one for the whole run (`apply_rope_scaling`), exactly as the search evaluated it.
+What is ours: the searched RoPE for the whole run (`apply_rope_scaling`, exactly as the search
+evaluated it; a `ShortLongScaling` switches sets per sample by transformers' ``longrope`` rule),
+PoSE position ids and mixed context windows (`PoseSamples`), gradient checkpointing of every
+decoder layer, and the LM head's loss over chunks of positions (`chunked_nll`, each chunk
+recomputed in backward) so that no step holds sequence × vocabulary logits. What is Trainer's:
+AdamW with warm-up and linear decay, accumulation, clipping, mixed precision, checkpoints every
+`save_steps` with the oldest pruned, `resume_from_checkpoint`, logging, and DDP under torchrun or
+`accelerate launch` (gloo on CPUs, NCCL on GPUs).
+
+The loss lives in the forward of a small wrapper module (`ChunkedLoss`) rather than in an
+overridden ``compute_loss`` that reaches past the model: Trainer wraps what it is given in
+DistributedDataParallel, and DDP synchronises gradients only for forwards that go through it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from tqdm.auto import tqdm
+from torch import nn
 
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import LongRopeOptError
@@ -28,6 +36,10 @@ from longrope_opt.models import decoder_hidden
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import ShortLongScaling
+from longrope_opt.training._pose import PoseSamples
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,14 +47,17 @@ class FinetuneResult:
     """What a fine-tuning run did.
 
     Attributes:
-        losses: Mean next-token loss (nats/token) of each optimizer step.
-        tokens: Tokens trained on.
-        seconds: Wall time of the loop.
+        losses: Mean next-token loss (nats/token) of each optimizer step, the resumed run's
+            earlier steps included (read from its checkpoint).
+        tokens: Tokens trained on by this process in this call.
+        seconds: Wall time of this call's training.
+        resumed_from: The checkpoint this call resumed from (None: a fresh run).
     """
 
     losses: list[float] = field(default_factory=list)
     tokens: int = 0
     seconds: float = 0.0
+    resumed_from: str | None = None
 
 
 def _check(name: str, value: Any, low: float, kind: type = int) -> None:
@@ -52,39 +67,34 @@ def _check(name: str, value: Any, low: float, kind: type = int) -> None:
         raise InvalidArgumentError(f"`{name}` must be {what} >= {low}, got {value!r}.")
 
 
-def sequence_loss(
-    model: Any,
-    ids: torch.Tensor,
-    *,
-    positions: Sequence[int] | None = None,
-    chunk_size: int = 2048,
-) -> torch.Tensor:
-    """Mean next-token loss of one 1-D sequence, differentiable, without full-vocabulary logits.
+class ChunkedLoss(nn.Module):
+    """The causal LM with its loss as the forward: what Trainer (and DDP) run each micro-step.
 
-    `positions` (one per token) gives position ids that may jump (PoSE-style training).
+    ``forward(input_ids, position_ids)`` on a batch of one sequence returns ``{"loss": mean
+    next-token NLL}``, the LM head applied chunk by chunk (`chunked_nll`, recomputed in backward).
     """
-    inputs = ids[:-1]  # (T-1,)
-    hidden = decoder_hidden(model, inputs, None if positions is None else list(positions)[:-1])
-    targets = ids[1:]  # (T-1,)
-    total, _ = chunked_nll(model, hidden, targets, chunk_size=chunk_size, recompute=True)
-    return total / targets.numel()
 
+    def __init__(self, lm: nn.Module, *, chunk_size: int = 2048) -> None:
+        super().__init__()
+        self.lm = lm
+        self.chunk_size = chunk_size
+        self.tokens = 0
 
-def pose_positions(tokens: int, length: int, chunks: int, rng: np.random.Generator) -> list[int]:
-    """Position ids for `tokens` real tokens in `chunks` equal pieces with random gaps, spread
-    over ``0 … length − 1`` (PoSE: every relative distance up to `length` is trained over steps)."""
-    size = tokens // chunks
-    sizes = [size] * (chunks - 1) + [tokens - size * (chunks - 1)]
-    slack = length - tokens  # positions skipped in total, split at random between the pieces
-    cuts = np.sort(rng.integers(0, slack + 1, size=chunks - 1))
-    gaps = np.diff(np.concatenate([[0], cuts]))  # skip before piece 1 … chunks−1
-    positions: list[int] = list(range(sizes[0]))
-    start = sizes[0]
-    for j in range(1, chunks):
-        start += int(gaps[j - 1])
-        positions.extend(range(start, start + sizes[j]))
-        start += sizes[j]
-    return positions
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> dict[str, Any]:
+        """``{"loss": mean next-token NLL}`` of one sequence (``(1, T)`` ids and positions)."""
+        ids, positions = input_ids[0], position_ids[0]  # (T,) each: one sequence a micro-step
+        hidden = decoder_hidden(self.lm, ids[:-1], positions[:-1].tolist())
+        targets = ids[1:]
+        total, _ = chunked_nll(
+            self.lm, hidden, targets, chunk_size=self.chunk_size, recompute=True
+        )
+        loss = total / targets.numel()
+        if not torch.isfinite(loss):
+            raise LongRopeOptError(
+                f"fine-tuning loss is {float(loss.detach())}; lower `learning_rate` or check the factors."
+            )
+        self.tokens += int(targets.numel())
+        return {"loss": loss}
 
 
 def _checkpointing(model: Any, on: bool) -> None:
@@ -115,109 +125,131 @@ def finetune(
     max_grad_norm: float = 1.0,
     chunk_size: int = 2048,
     pose_tokens: int | None = None,
-    pose_chunks: int = 2,
+    short_share: float = 0.0,
     seed: int = 0,
+    output_dir: str | Path | None = None,
+    save_steps: int = 25,
+    save_total_limit: int = 2,
     progress: bool = True,
 ) -> FinetuneResult:
     """Train `model` in place for `steps` optimizer steps on `samples` with RoPE `scaling`.
 
+    Rerun with the same arguments and `output_dir` after an interruption: it resumes from the
+    last checkpoint there and reaches the weights an uninterrupted run reaches (every sample and
+    its positions are fixed by ``(seed, index)``).
+
     Args:
-        model: A transformers causal LM (fp32 weights recommended: bf16 autocast keeps the
-            matmuls fast and the AdamW updates exact).
-        samples: 1-D token tensors, each one training sequence (e.g. `load_samples` at L').
-            Step k uses samples ``k·grad_accum … k·grad_accum + grad_accum − 1`` (cycling).
-        scaling: The factors to train with (the search's result at L').
+        model: A transformers causal LM (fp32 weights: bf16 autocast keeps the matmuls fast and
+            the AdamW updates exact).
+        samples: 1-D token tensors, one document each, in training order (cycled).
+        scaling: The factors to train with. A `ShortLongScaling` (original RoPE as `short`)
+            trains short samples under `short` and PoSE samples under `long`.
         steps: Optimizer steps.
-        learning_rate: AdamW peak learning rate (the paper: 2e-5 for LLaMA2 at 128k).
-        warmup_steps: Linear warm-up steps, then constant.
-        grad_accum: Sequences per optimizer step.
-        autocast_dtype: ``"bfloat16"`` (default), ``"float16"``, or None for no autocast.
-        gradient_checkpointing: Recompute each decoder layer in backward (memory ∝ layers × T).
+        learning_rate: AdamW peak learning rate (LongRoPE: 2e-5 with linear decay).
+        warmup_steps: Linear warm-up steps, then linear decay to 0.
+        grad_accum: Sequences per optimizer step (per process under torchrun).
+        autocast_dtype: ``"bfloat16"`` (default), ``"float16"``, or None for fp32.
+        gradient_checkpointing: Recompute each decoder layer in backward.
         max_grad_norm: Gradient clipping norm.
         chunk_size: Positions per LM-head chunk.
-        pose_tokens: Train on this many real tokens per sample instead of the whole sample,
-            cut in `pose_chunks` pieces whose position ids are spread over the sample's length
-            at random gaps (positional skip-wise training, PoSE, Zhu et al. 2023): the positions
-            of a long sequence at the attention cost of a short one. None (default) trains on full samples.
-        pose_chunks: Pieces per sample with `pose_tokens`.
-        seed: Seeds the PoSE gaps (step k, sequence j draw from ``(seed, k, j)``).
-        progress: Show a progress bar.
+        pose_tokens: Real tokens per sample, their positions spread over the sample's length
+            (PoSE, `longrope_opt.training.pose_positions`). None: whole samples, contiguous.
+        short_share: With `pose_tokens`: the share of samples that keep contiguous positions
+            inside the trained window (LongRoPE2's mixed context windows).
+        seed: Fixes every sample's positions and window (Trainer's own seed too).
+        output_dir: Where checkpoints go (every `save_steps` steps, the last
+            `save_total_limit` kept) and where a rerun resumes from. None: no checkpoints.
+        save_steps: Steps between checkpoints: a kill loses at most this many.
+        save_total_limit: Checkpoints kept (disk is bounded).
+        progress: Trainer's progress bar.
 
     Returns:
         A `FinetuneResult` with the loss of every step.
 
     Raises:
-        InvalidArgumentError: Bad step counts, learning rate or samples.
-        LongRopeOptError: The loss became NaN or infinite (the step is named).
+        InvalidArgumentError: Bad step counts, learning rate, shares or samples.
+        LongRopeOptError: The loss became NaN or infinite.
     """
+    # on use: Trainer pulls in accelerate and the optimizers (seconds), which the commands that
+    # only search or validate never need
+    from transformers import TrainingArguments
+    from transformers.trainer_utils import get_last_checkpoint
+
     _check("steps", steps, 1)
     _check("grad_accum", grad_accum, 1)
     _check("warmup_steps", warmup_steps, 0)
+    _check("save_steps", save_steps, 1)
+    _check("save_total_limit", save_total_limit, 1)
     _check("learning_rate", learning_rate, 0.0, float)
+    if not (isinstance(short_share, (int, float)) and 0.0 <= short_share < 1.0):
+        raise InvalidArgumentError(f"`short_share` must be in [0, 1), got {short_share!r}.")
     if not samples:
         raise InvalidArgumentError("`samples` must hold at least one sample, got 0.")
-    if any(int(s.numel()) < 2 for s in samples):
+    length = min(int(s.numel()) for s in samples)
+    if length < 2:
         raise InvalidArgumentError("every sample must have at least 2 tokens.")
     if pose_tokens is not None:
-        _check("pose_tokens", pose_tokens, 2 * pose_chunks)
-        if any(pose_tokens > int(s.numel()) for s in samples):
+        _check("pose_tokens", pose_tokens, 4)
+        if pose_tokens > length:
             raise InvalidArgumentError(
-                f"`pose_tokens` must be <= the sample length {min(int(s.numel()) for s in samples)}, "
-                f"got {pose_tokens}."
+                f"`pose_tokens` must be <= the sample length {length}, got {pose_tokens}."
             )
+    elif short_share:
+        raise InvalidArgumentError("`short_share` needs `pose_tokens` (mixed windows mix PoSE "
+                                   "samples with short ones).")  # fmt: skip
     device = model.get_output_embeddings().weight.device
-    amp = getattr(torch, autocast_dtype) if autocast_dtype else None
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda k: min(1.0, (k + 1) / warmup_steps) if warmup_steps else 1.0
-    )
+    wrapper = ChunkedLoss(model, chunk_size=chunk_size)
+    scratch = None
+    if output_dir is None:
+        scratch = tempfile.TemporaryDirectory(prefix="longrope-finetune-")
+    out = Path(output_dir if output_dir is not None else scratch.name)  # type: ignore[union-attr]
+    args = TrainingArguments(
+        output_dir=str(out), max_steps=steps, per_device_train_batch_size=1,
+        gradient_accumulation_steps=grad_accum, learning_rate=learning_rate,
+        warmup_steps=warmup_steps, lr_scheduler_type="linear", weight_decay=0.0,
+        adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=max_grad_norm,
+        bf16=autocast_dtype == "bfloat16", fp16=autocast_dtype == "float16",
+        use_cpu=device.type == "cpu", seed=seed, logging_steps=1, report_to="none",
+        save_strategy="no" if output_dir is None else "steps", save_steps=save_steps,
+        save_total_limit=save_total_limit, remove_unused_columns=False,
+        dataloader_num_workers=0, disable_tqdm=not progress,
+    )  # fmt: skip
+    data = PoseSamples(samples, tokens=pose_tokens or length, target=length,
+                       items=steps * grad_accum * args.world_size, short_share=short_share,
+                       seed=seed)  # fmt: skip
+    trainer = _in_order_trainer(model=wrapper, args=args, train_dataset=data)
+    last = get_last_checkpoint(str(out)) if output_dir is not None and out.is_dir() else None
+    if last is not None:
+        logger.info("resuming fine-tuning from %s", last)
     was_training = model.training
     if gradient_checkpointing:
         _checkpointing(model, True)
-    model.train()
-    result = FinetuneResult()
-    bar = None
-    if progress:
-
-        bar = tqdm(total=steps, desc="fine-tune", unit="step", file=sys.stderr)
+    result = FinetuneResult(resumed_from=last)
     start = time.perf_counter()
     try:
         with apply_rope_scaling(model, scaling):
-            for step in range(steps):
-                optimizer.zero_grad(set_to_none=True)
-                step_loss = 0.0
-                for micro in range(grad_accum):
-                    ids = samples[(step * grad_accum + micro) % len(samples)]
-                    positions = None
-                    if pose_tokens is not None:
-                        rng = np.random.default_rng([seed, step, micro])
-                        positions = pose_positions(pose_tokens, int(ids.numel()), pose_chunks, rng)
-                        ids = ids[:pose_tokens]
-                    with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                        loss = sequence_loss(
-                            model, ids, positions=positions, chunk_size=chunk_size
-                        )
-                    if not torch.isfinite(loss):
-                        raise LongRopeOptError(
-                            f"fine-tuning loss is {float(loss.detach())} at step {step} (sequence {micro}); "
-                            "lower `learning_rate` or check the factors."
-                        )
-                    (loss / grad_accum).backward()
-                    step_loss += float(loss.detach()) / grad_accum
-                    result.tokens += int(ids.numel()) - 1
-                torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-                optimizer.step()
-                schedule.step()
-                result.losses.append(step_loss)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{step_loss:.4f}")
+            trainer.train(resume_from_checkpoint=last)
     finally:
-        if bar is not None:
-            bar.close()
         if gradient_checkpointing:
             _checkpointing(model, False)
         model.train(was_training)
         result.seconds = time.perf_counter() - start
+        if scratch is not None:
+            scratch.cleanup()
+    result.losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    result.tokens = wrapper.tokens
     return result
+
+
+def _in_order_trainer(**kwargs: Any) -> Any:
+    """Trainer whose sampler walks the items in order: the items carry their own shuffling
+    (`PoseSamples`), so a resume that skips the first k batches and a process taking every
+    N-th batch see exactly the items one uninterrupted process sees."""
+    # on use, as in `finetune`: Trainer pulls in accelerate and the optimizers
+    from transformers import Trainer
+
+    class InOrderTrainer(Trainer):
+        def _get_train_sampler(self, *args: Any, **kw: Any) -> Any:
+            return torch.utils.data.SequentialSampler(self.train_dataset)  # type: ignore[arg-type]
+
+    return InOrderTrainer(**kwargs)

@@ -10,8 +10,8 @@ import torch
 from longrope_opt import RopeSpec
 from longrope_opt.patching import find_rotary_modules
 from longrope_opt.rope import yarn
+from longrope_opt.training import ChunkedLoss
 from longrope_opt.training import finetune
-from longrope_opt.training._finetune import sequence_loss
 from tests.conftest import TINY_LENGTH
 from tests.conftest import build_tiny_model
 
@@ -41,7 +41,8 @@ def test_two_steps_finite_loss_and_weights_change(checkpointing) -> None:
 def test_chunked_loss_equals_transformers_loss() -> None:
     model = build_tiny_model("llama")
     ids = _samples(1, 100)[0]
-    ours = sequence_loss(model, ids, chunk_size=7)
+    positions = torch.arange(ids.numel())
+    ours = ChunkedLoss(model, chunk_size=7)(ids[None], positions[None])["loss"]
     theirs = model(ids[None], labels=ids[None]).loss
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 
@@ -72,20 +73,6 @@ def test_bad_arguments(kwargs, message) -> None:
     spec = RopeSpec.from_config(model.config)
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         finetune(model, _samples(1, 80), yarn(spec, 128), progress=False, **kwargs)
-
-
-def test_pose_positions_cover_the_length_in_order() -> None:
-    import numpy as np
-
-    from longrope_opt.training._finetune import pose_positions
-
-    seen_last = set()
-    for k in range(20):
-        pos = pose_positions(100, 1000, 3, np.random.default_rng(k))
-        assert len(pos) == 100 and pos[0] == 0 and pos[-1] <= 999
-        assert all(b > a for a, b in zip(pos, pos[1:]))
-        seen_last.add(pos[-1])
-    assert len(seen_last) > 1  # the gaps are drawn, not fixed
 
 
 def test_pose_fine_tune_trains_on_fewer_tokens() -> None:
