@@ -268,8 +268,8 @@ def test_a_budget_shorter_than_one_forward_is_refused_before_any_trial(tiny, cap
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if "error:" in line]
     assert len(lines) == 1 and "shorter than one forward" in lines[0] and "`--budget`" in lines[0]
-    study = _study(tiny, "tiny-budget")
-    assert not study.get_trials(states=(*FINISHED, TrialState.RUNNING))  # seeds only queued
+    # refused before any trial: the study made for it, and the file made for that, are gone
+    assert not (tiny["root"] / "tiny-budget.db").exists()
 
 
 def test_held_out_with_too_few_documents_left_is_refused_before_any_trial(tiny, capfd) -> None:
@@ -280,7 +280,7 @@ def test_held_out_with_too_few_documents_left_is_refused_before_any_trial(tiny, 
     err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if "error:" in line]
     assert len(lines) == 1 and "`--held-out`" in lines[0] and "too few documents" in lines[0]
-    assert not _study(tiny, "few").get_trials(states=(*FINISHED, TrialState.RUNNING))
+    assert not (tiny["root"] / "few.db").exists()  # refused before any trial: nothing left
 
 
 @pytest.mark.parametrize("budget", ["0", "soon", "5x"])
