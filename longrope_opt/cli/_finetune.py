@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
@@ -20,6 +21,8 @@ EXAMPLES = """examples:
   # PoSE with mixed windows: 8k real tokens spread to 64k, a fifth of them kept inside the 8k
   # window under the original RoPE; killed? the same command resumes from ft-64k-checkpoints/
   longrope-opt finetune --factors smol-64k/factors.json --steps 200 --grad-accum 4 --pose-tokens 8192 --short-share 0.2 --warmup-steps 10 --output ft-64k
+  # LoRA (rank 16) for a GPU that cannot hold full fine-tuning; the adapter lands in ft-64k/adapter
+  longrope-opt finetune --factors smol-64k/factors.json --steps 200 --pose-tokens 8192 --lora 16 --output ft-64k-lora
   # then search 32k on top of it (factors relative to the fine-tuned model's own)
   longrope-opt search --model ft-16k --base config --target-length 32768
   # a GPU user scales the same command up (the paper: 400 steps at 128k, lr 2e-5)
@@ -82,6 +85,15 @@ def add_parser(sub: Any) -> None:
         "(default 25; the 2 newest are kept)",
     )
     train.add_argument(
+        "--lora",
+        type=int,
+        default=None,
+        metavar="R",
+        help="train LoRA adapters of rank R on the attention projections (norms in full) "
+        "instead of every weight; the merged model is written, the adapter in OUTPUT/adapter "
+        "(needs the lora extra: peft). Default: full fine-tuning",
+    )
+    train.add_argument(
         "--autocast",
         default="bfloat16",
         choices=["bfloat16", "float16", "none"],
@@ -114,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
     if args.short_share and args.pose_tokens is None:
         raise InvalidArgumentError("`--short-share` needs `--pose-tokens` (mixed windows mix PoSE "
                                    "samples with short ones).")  # fmt: skip
+    if args.lora is not None:
+        if args.lora < 1:
+            raise InvalidArgumentError(f"`--lora` must be a rank >= 1, got {args.lora}.")
+        if importlib.util.find_spec("peft") is None:  # before the model loads
+            raise InvalidArgumentError("`--lora` needs peft: pip install 'longrope-opt[lora]'.")
     for name in ("steps", "samples", "grad_accum", "save_steps"):
         if getattr(args, name) < 1:
             raise InvalidArgumentError(
@@ -134,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         autocast_dtype=None if args.autocast == "none" else args.autocast,
         gradient_checkpointing=args.gradient_checkpointing, pose_tokens=args.pose_tokens,
         short_share=args.short_share, save_steps=args.save_steps, checkpoints=args.checkpoints,
+        lora=args.lora,
     )  # fmt: skip
     losses = ", ".join(f"{x:.4f}" for x in result.losses)
     print(
@@ -142,4 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if result.resumed_from:
         print(f"resumed from {result.resumed_from}")
     print(f"wrote {out} (rope type longrope, max_position_embeddings {length})")
+    if result.adapter is not None:
+        print(f"LoRA adapter (merged into {out}): {out / 'adapter'}; peft loads it on the model "
+              "extended with the same factors: PeftModel.from_pretrained(AutoModelForCausalLM."
+              f"from_pretrained(EXTENDED_DIR), {str(out / 'adapter')!r})")  # fmt: skip
     return 0

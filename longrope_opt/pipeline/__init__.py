@@ -13,12 +13,12 @@ from longrope_opt.pipeline._eval import compare_methods
 from longrope_opt.pipeline._export import RULES
 from longrope_opt.pipeline._export import Exported
 from longrope_opt.pipeline._export import export_winner
-from longrope_opt.pipeline._export import finetune_and_export
 from longrope_opt.pipeline._extend import SEEDS
 from longrope_opt.pipeline._extend import ExtendResult
 from longrope_opt.pipeline._extend import extend
 from longrope_opt.pipeline._extend import extend_config
 from longrope_opt.pipeline._extend import time_forward
+from longrope_opt.pipeline._finetune import finetune_and_export
 from longrope_opt.pipeline._gguf import export_winner_gguf
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import format_seconds

@@ -6,8 +6,9 @@ from __future__ import annotations
 from longrope_opt.training._finetune import ChunkedLoss
 from longrope_opt.training._finetune import FinetuneResult
 from longrope_opt.training._finetune import finetune
+from longrope_opt.training._lora import add_lora
 from longrope_opt.training._pose import PoseSamples
 from longrope_opt.training._pose import pose_positions
 
 
-__all__ = ["ChunkedLoss", "FinetuneResult", "PoseSamples", "finetune", "pose_positions"]
+__all__ = ["ChunkedLoss", "FinetuneResult", "PoseSamples", "add_lora", "finetune", "pose_positions"]

@@ -36,6 +36,7 @@ from longrope_opt.models import decoder_hidden
 from longrope_opt.patching import apply_rope_scaling
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import ShortLongScaling
+from longrope_opt.training._lora import add_lora
 from longrope_opt.training._pose import PoseSamples
 
 
@@ -52,12 +53,15 @@ class FinetuneResult:
         tokens: Tokens trained on by this process in this call.
         seconds: Wall time of this call's training.
         resumed_from: The checkpoint this call resumed from (None: a fresh run).
+        adapter: With `lora`: the `peft.PeftModel` trained (``save_pretrained`` writes the
+            adapter; ``merge_and_unload`` folds it into the model).
     """
 
     losses: list[float] = field(default_factory=list)
     tokens: int = 0
     seconds: float = 0.0
     resumed_from: str | None = None
+    adapter: Any = None
 
 
 def _check(name: str, value: Any, low: float, kind: type = int) -> None:
@@ -125,11 +129,14 @@ def finetune(
     max_grad_norm: float = 1.0,
     chunk_size: int = 2048,
     pose_tokens: int | None = None,
+    target_length: int | None = None,
     short_share: float = 0.0,
     seed: int = 0,
     output_dir: str | Path | None = None,
     save_steps: int = 25,
     save_total_limit: int = 2,
+    callbacks: Sequence[Any] | None = None,
+    lora: int | None = None,
     progress: bool = True,
 ) -> FinetuneResult:
     """Train `model` in place for `steps` optimizer steps on `samples` with RoPE `scaling`.
@@ -152,8 +159,11 @@ def finetune(
         gradient_checkpointing: Recompute each decoder layer in backward.
         max_grad_norm: Gradient clipping norm.
         chunk_size: Positions per LM-head chunk.
-        pose_tokens: Real tokens per sample, their positions spread over the sample's length
-            (PoSE, `longrope_opt.training.pose_positions`). None: whole samples, contiguous.
+        pose_tokens: Real tokens per sample (each sample's first), their positions spread over
+            `target_length` (PoSE, `longrope_opt.training.pose_positions`). None: whole
+            samples at contiguous positions.
+        target_length: The length whose positions PoSE trains (default: the shortest
+            sample's length); samples need only `pose_tokens` tokens.
         short_share: With `pose_tokens`: the share of samples that keep contiguous positions
             inside the trained window (LongRoPE2's mixed context windows).
         seed: Fixes every sample's positions and window (Trainer's own seed too).
@@ -161,6 +171,10 @@ def finetune(
             `save_total_limit` kept) and where a rerun resumes from. None: no checkpoints.
         save_steps: Steps between checkpoints: a kill loses at most this many.
         save_total_limit: Checkpoints kept (disk is bounded).
+        callbacks: Trainer callbacks (`transformers.TrainerCallback`), e.g. to time steps.
+        lora: Train LoRA adapters of this rank on the attention projections, norms in full
+            (`longrope_opt.training.add_lora`), instead of every weight. The adapted model is
+            `FinetuneResult.adapter`; `model` itself is wrapped in place until it is merged.
         progress: Trainer's progress bar.
 
     Returns:
@@ -188,17 +202,27 @@ def finetune(
     length = min(int(s.numel()) for s in samples)
     if length < 2:
         raise InvalidArgumentError("every sample must have at least 2 tokens.")
+    target = length if target_length is None else target_length
+    _check("target_length", target, 2)
     if pose_tokens is not None:
         _check("pose_tokens", pose_tokens, 4)
         if pose_tokens > length:
             raise InvalidArgumentError(
                 f"`pose_tokens` must be <= the sample length {length}, got {pose_tokens}."
             )
+        if pose_tokens > target:
+            raise InvalidArgumentError(
+                f"`pose_tokens` must be <= `target_length` {target}, got {pose_tokens}."
+            )
+    elif target != length:
+        raise InvalidArgumentError("`target_length` needs `pose_tokens` (without PoSE a sample "
+                                   "trains at its own positions).")  # fmt: skip
     elif short_share:
         raise InvalidArgumentError("`short_share` needs `pose_tokens` (mixed windows mix PoSE "
                                    "samples with short ones).")  # fmt: skip
     device = model.get_output_embeddings().weight.device
-    wrapper = ChunkedLoss(model, chunk_size=chunk_size)
+    adapter = None if lora is None else add_lora(model, lora)
+    wrapper = ChunkedLoss(model if adapter is None else adapter, chunk_size=chunk_size)
     scratch = None
     if output_dir is None:
         scratch = tempfile.TemporaryDirectory(prefix="longrope-finetune-")
@@ -214,17 +238,18 @@ def finetune(
         save_total_limit=save_total_limit, remove_unused_columns=False,
         dataloader_num_workers=0, disable_tqdm=not progress,
     )  # fmt: skip
-    data = PoseSamples(samples, tokens=pose_tokens or length, target=length,
+    data = PoseSamples(samples, tokens=pose_tokens or length, target=target,
                        items=steps * grad_accum * args.world_size, short_share=short_share,
                        seed=seed)  # fmt: skip
-    trainer = _in_order_trainer(model=wrapper, args=args, train_dataset=data)
+    trainer = _in_order_trainer(model=wrapper, args=args, train_dataset=data,
+                                callbacks=list(callbacks or []), progress=progress)  # fmt: skip
     last = get_last_checkpoint(str(out)) if output_dir is not None and out.is_dir() else None
     if last is not None:
         logger.info("resuming fine-tuning from %s", last)
     was_training = model.training
     if gradient_checkpointing:
         _checkpointing(model, True)
-    result = FinetuneResult(resumed_from=last)
+    result = FinetuneResult(resumed_from=last, adapter=adapter)
     start = time.perf_counter()
     try:
         with apply_rope_scaling(model, scaling):
@@ -241,15 +266,29 @@ def finetune(
     return result
 
 
-def _in_order_trainer(**kwargs: Any) -> Any:
+def _in_order_trainer(*, progress: bool, **kwargs: Any) -> Any:
     """Trainer whose sampler walks the items in order: the items carry their own shuffling
     (`PoseSamples`), so a resume that skips the first k batches and a process taking every
-    N-th batch see exactly the items one uninterrupted process sees."""
+    N-th batch see exactly the items one uninterrupted process sees. Its logs reach no stdout
+    (library code does not print): the progress bar shows the step's loss instead."""
     # on use, as in `finetune`: Trainer pulls in accelerate and the optimizers
     from transformers import Trainer
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.trainer_callback import ProgressCallback
 
     class InOrderTrainer(Trainer):
         def _get_train_sampler(self, *args: Any, **kw: Any) -> Any:
             return torch.utils.data.SequentialSampler(self.train_dataset)  # type: ignore[arg-type]
 
-    return InOrderTrainer(**kwargs)
+    class LossBar(ProgressCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            bar = getattr(self, "training_bar", None)
+            if state.is_world_process_zero and bar is not None and logs and "loss" in logs:
+                bar.set_postfix(loss=f"{float(logs['loss']):.4f}")
+
+    trainer = InOrderTrainer(**kwargs)
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if progress:
+        trainer.add_callback(LossBar)
+    return trainer

@@ -39,6 +39,23 @@ def test_finetune_exports_a_longrope_model(tiny_model_dir, tiny_corpus, tmp_path
     assert not np.array_equal(model.state_dict()[w].numpy(), source.state_dict()[w].numpy())
 
 
+def test_finetune_with_lora_writes_the_merged_model_and_its_adapter(
+    tiny_model_dir, tiny_corpus, tmp_path, capsys
+) -> None:
+    out = tmp_path / "ft"
+    code = main(["finetune", "--model", tiny_model_dir, "--corpus", tiny_corpus,
+                 "--factors", _factors(tmp_path / "f.json"), "--samples", "2", "--steps", "2",
+                 "--learning-rate", "1e-2", "--pose-tokens", "32", "--short-share", "0.5",
+                 "--lora", "4", "--output", str(out), "--save-dtype", "float32"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "LoRA adapter" in printed and str(out / "adapter") in printed
+    assert json.loads((out / "config.json").read_text())["longrope_opt"]["finetune"]["lora"] == 4
+    assert (out / "adapter" / "adapter_config.json").is_file()
+    assert not (tmp_path / "ft-checkpoints").exists()  # removed once the model is written
+    AutoModelForCausalLM.from_pretrained(out)  # the merged weights load in vanilla transformers
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -46,6 +63,9 @@ def test_finetune_exports_a_longrope_model(tiny_model_dir, tiny_corpus, tmp_path
         (["--seed", "-1"], "`--seed` must be an integer >= 0, got -1"),
         (["--study-name", "x"], "give exactly one of `--factors` or `--study-name`"),
         (["--target-length", "64"], "`--target-length` must be an integer > the trained length 64"),
+        (["--lora", "0"], "`--lora` must be a rank >= 1, got 0"),
+        (["--short-share", "0.2"], "`--short-share` needs `--pose-tokens`"),
+        (["--short-share", "1", "--pose-tokens", "32"], "`--short-share` must be in [0, 1), got 1.0"),
     ],
 )
 def test_finetune_bad_input(tiny_model_dir, tiny_corpus, tmp_path, capsys, extra, message) -> None:

@@ -91,10 +91,11 @@ class _Killed(Exception):
 
 
 def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypatch) -> None:
-    docs = _documents(3, TARGET)
+    docs = _documents(3, TINY_LENGTH)  # PoSE reads documents of its real tokens only
     spec = RopeSpec.from_config(build_tiny_model("llama").config)
     kwargs = dict(steps=4, learning_rate=1e-3, warmup_steps=1, grad_accum=2, autocast_dtype=None,
-                  pose_tokens=TINY_LENGTH, short_share=0.25, save_steps=2, chunk_size=32,
+                  pose_tokens=TINY_LENGTH, target_length=TARGET, short_share=0.25, save_steps=2,
+                  chunk_size=32,
                   seed=3, progress=False)  # fmt: skip
     whole = build_tiny_model("llama")
     straight = finetune(whole, docs, yarn(spec, TARGET), output_dir=tmp_path / "a", **kwargs)

@@ -1,0 +1,132 @@
+"""`finetune_and_export`: the fine-tuning stage as a command runs it, from factors to a model
+directory (with the LoRA adapter beside the merged weights when it trained one)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from longrope_opt.data import load_samples
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.models import check_output_dir
+from longrope_opt.models import export_model
+from longrope_opt.models import load_model
+from longrope_opt.rope import RopeScaling
+from longrope_opt.rope import RopeSpec
+from longrope_opt.rope import ShortLongScaling
+from longrope_opt.studies import factors_with_length
+from longrope_opt.studies import load_named_study
+from longrope_opt.studies import make_storage
+from longrope_opt.studies import resolve_storage_url
+from longrope_opt.studies import stored_trained_length
+from longrope_opt.training import FinetuneResult
+from longrope_opt.training import finetune
+
+
+#: The LoRA adapter's folder inside the fine-tuned model directory.
+ADAPTER = "adapter"
+
+
+def finetune_and_export(
+    output: str | Path,
+    *,
+    factors: str | None = None,
+    study_name: str | None = None,
+    storage: Any = None,
+    model: str = "smollm2-135m",
+    corpus: str = "builtin",
+    target_length: int | None = None,
+    samples: int = 4,
+    seed: int = 1,
+    device: str = "auto",
+    attn: str | None = None,
+    overwrite: bool = False,
+    save_dtype: str = "bfloat16",
+    checkpoints: str | Path | None = None,
+    **training: Any,
+) -> tuple[FinetuneResult, Path, int]:
+    """Fine-tune `model` with searched factors on long samples, then save it with them.
+
+    Args:
+        output: The model directory to write.
+        factors: A factor file, or
+        study_name: a study's winner (in `storage`).
+        storage: Where `study_name` is.
+        model: The model to fine-tune (loaded in fp32).
+        corpus: Training text.
+        target_length: Sequence length (default: the factors' target length).
+        samples: Training documents.
+        seed: Chooses the documents.
+        device: Where it trains.
+        attn: Attention kernel.
+        overwrite: Write into an existing non-empty directory.
+        save_dtype: Dtype of the saved weights.
+        checkpoints: Trainer's checkpoint folder, where a rerun resumes (default: the output's
+            name with ``-checkpoints``, beside it).
+        **training: `longrope_opt.training.finetune`'s settings (``steps``, ``learning_rate``,
+            ``warmup_steps``, ``grad_accum``, ``autocast_dtype``, ``gradient_checkpointing``,
+            ``pose_tokens``, ``short_share``, ``save_steps``).
+
+    Returns:
+        ``(the run's FinetuneResult, the directory, the sequence length)``.
+    """
+    for name in ("steps", "grad_accum"):
+        if training.get(name, 1) < 1:
+            raise InvalidArgumentError(f"`{name}` must be >= 1, got {training[name]}.")
+    if samples < 1:
+        raise InvalidArgumentError(f"`samples` must be >= 1, got {samples}.")
+    if seed < 0:
+        raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed}.")
+    check_output_dir(output, overwrite=overwrite, source=model, param="output")
+    if bool(factors) == bool(study_name):
+        raise InvalidArgumentError("give exactly one of `factors` or `study_name`.")
+    held = make_storage(resolve_storage_url(storage), must_exist=True) if study_name else None
+    scaling, length = factors_with_length(factors=factors, study_name=study_name, storage=held)
+    length = target_length or length
+    if not length:
+        raise InvalidArgumentError("the factors record no target length; give `target_length`.")
+    # The trained length the search was told (if any), so the factors mean what they meant there.
+    trained = stored_trained_length(load_named_study(held, str(study_name))) if held else None
+    lm, tokenizer = load_model(model, dtype="float32", device=device, attn=attn,
+                               trained_length=trained)  # fmt: skip
+    spec = RopeSpec.from_config(lm.config)
+    spec.scale(length)
+    scaling.check(spec)
+    # PoSE reads only its real tokens: documents that long suffice (far more of them than of
+    # documents as long as the target)
+    pose = training.get("pose_tokens")
+    docs = load_samples(corpus, tokenizer, pose or length, samples, seed)
+    if checkpoints is None:  # beside the output, never inside it: the output stays a model dir
+        checkpoints = Path(output).expanduser().with_name(Path(output).name + "-checkpoints")
+    short = training.pop("short_share", 0.0)
+    mixed: RopeScaling | ShortLongScaling = scaling
+    if short:  # mixed windows: short samples under the original RoPE, by the longrope rule
+        mixed = ShortLongScaling(RopeScaling(np.ones(spec.n_factors)), scaling, spec.original_length)
+    result = finetune(lm, list(docs), mixed, seed=seed, output_dir=checkpoints, short_share=short,
+                      target_length=length if pose else None, **training)  # fmt: skip
+    meta = {"finetune": {
+        "steps": training.get("steps"), "losses": result.losses, "tokens": result.tokens,
+        "seconds": round(result.seconds, 1), "learning_rate": training.get("learning_rate"),
+        "pose_tokens": training.get("pose_tokens"), "short_share": short, "corpus": corpus,
+        "seed": seed,
+        "base_model": model,
+    }}  # fmt: skip
+    if result.adapter is not None:  # LoRA: the adapter is kept, its merge is what exports
+        meta["finetune"]["lora"] = training.get("lora")
+        adapter, lm = result.adapter, result.adapter.merge_and_unload()
+    out = export_model(lm, tokenizer, output, scaling, target_length=length, dtype=save_dtype,
+                       metadata=meta, overwrite=overwrite)  # fmt: skip
+    if result.adapter is not None:
+        # beside the merged weights, a few MB: peft loads it on the model extended with the same
+        # factors before fine-tuning (`export --model-dir`), for a comparison re-checked elsewhere
+        adapter.save_pretrained(out / ADAPTER)
+    # the model is written: its checkpoints (weights and optimizer state, GBs) are not needed
+    folder = Path(checkpoints)
+    for done in folder.glob("checkpoint-*"):  # Trainer's own folders only, whatever DIR is
+        shutil.rmtree(done, ignore_errors=True)
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return result, out, length
