@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
@@ -23,6 +24,8 @@ EXAMPLES = """examples:
   longrope-opt finetune --factors smol-64k/factors.json --steps 200 --grad-accum 4 --pose-tokens 8192 --short-share 0.2 --warmup-steps 10 --output ft-64k
   # LoRA (rank 16) for a GPU that cannot hold full fine-tuning; the adapter lands in ft-64k/adapter
   longrope-opt finetune --factors smol-64k/factors.json --steps 200 --pose-tokens 8192 --lora 16 --output ft-64k-lora
+  # the best formula fine-tuned alike (same text, order, seed, steps, schedule), to compare
+  longrope-opt finetune --method yarn-cd --target-length 65536 --steps 200 --grad-accum 4 --pose-tokens 8192 --short-share 0.2 --warmup-steps 10 --output ft-64k-yarn-cd
   # then search 32k on top of it (factors relative to the fine-tuned model's own)
   longrope-opt search --model ft-16k --base config --target-length 32768
   # a GPU user scales the same command up (the paper: 400 steps at 128k, lr 2e-5)
@@ -43,6 +46,9 @@ def add_parser(sub: Any) -> None:
     src = parser.add_argument_group("factors (one of)")
     src.add_argument("--factors", default=None, help="JSON written by `longrope-opt export`")
     src.add_argument("--study-name", default=None, help="best trial of this study")
+    src.add_argument("--method", default=None, choices=["pi", "ntk", "yarn", "yarn-cd", "ntk-cd"],
+                     help="a formula at --target-length, as validate measures it (the "
+                     "baseline to fine-tune alike)")  # fmt: skip
     add_storage_flag(src)
     data = parser.add_argument_group("model and data")
     data.add_argument(
@@ -142,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     from longrope_opt.pipeline import finetune_and_export
 
     result, out, length = finetune_and_export(
-        args.output, factors=args.factors, study_name=args.study_name, storage=args.storage,
+        args.output, factors=args.factors, study_name=args.study_name, method=args.method,
+        storage=args.storage,
         model=args.model, corpus=args.corpus, target_length=args.target_length,
         samples=args.samples, seed=args.seed, device=args.device, attn=args.attn,
         overwrite=args.overwrite, save_dtype=args.save_dtype, steps=args.steps,
@@ -153,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         short_share=args.short_share, save_steps=args.save_steps, checkpoints=args.checkpoints,
         lora=args.lora,
     )  # fmt: skip
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun the first process reports
+        return 0
     losses = ", ".join(f"{x:.4f}" for x in result.losses)
     print(
         f"{args.steps} step(s), {result.tokens} tokens in {result.seconds:.0f} s; losses {losses}"

@@ -28,6 +28,10 @@ EXAMPLES = """examples:
   longrope-opt validate --corpus ./prose/ --lengths 16k --keys 20
   # a table written with --output, judged again (another --margin, this version's rules): no model
   longrope-opt validate --from-json t.json --margin 2%
+  # after fine-tuning alike: the two fine-tuned models beside the rows before fine-tuning, at 64k,
+  # then inside the trained window against the base model (the short context kept)
+  longrope-opt validate --study-name extend-smollm2-135m-65536 --models ft-searched --models ft-yarn-cd --corpus ./prose/ --lengths 64k --docs 3
+  longrope-opt validate --models ft-searched --models ft-yarn-cd --classic none --corpus ./prose/ --lengths 4k --docs 5 --keys 0
 
 Every number is stored in the storage as it is made (keyed by model, text, length and
 scaling): a rerun measures nothing twice, and an interruption loses one forward at most.
@@ -51,6 +55,11 @@ def add_parser(sub: Any) -> None:
                       help="a study whose winners to judge (repeatable)")  # fmt: skip
     rows.add_argument("--factors", action="append", default=[], metavar="FILE.json",
                       help="factors written by `longrope-opt export` (repeatable)")  # fmt: skip
+    rows.add_argument("--models", action="append", default=[], metavar="DIR",
+                      help="a model directory measured as it loads (a fine-tuned export runs "
+                      "its own factors), a row named by its folder, on the same documents and "
+                      "prompts (repeatable); one fine-tuned from a formula (finetune --method) "
+                      "counts as a formula row")  # fmt: skip
     rows.add_argument("--top", type=int, default=0, metavar="K",
                       help="also each study's K best trials (default 0)")  # fmt: skip
     add_storage_flag(rows)
@@ -120,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         lengths=lengths, classic=classic, keys=args.keys, model=args.model, dtype=args.dtype,
         device=args.device, attn=args.attn, remeasure_other_paths=args.remeasure_other_paths,
         output=args.output, trained_length=args.trained_length,
-        passkey_form=args.passkey_form, **margin,
+        passkey_form=args.passkey_form, models=args.models, **margin,
     )  # fmt: skip
     print(result.table)
     print(f"\n{result.measured} measurements made now; the rest came from the storage.")

@@ -14,6 +14,7 @@ candidate, `format_summary` / `summary_csv` / `summary_json` write it out
 
 from __future__ import annotations
 
+from longrope_opt.evaluation._merge import merge_validations
 from longrope_opt.evaluation._report import CONTENDERS
 from longrope_opt.evaluation._report import DEFAULT_MARGIN
 from longrope_opt.evaluation._report import RETRIEVAL_ALPHA
@@ -66,6 +67,7 @@ __all__ = [
     "format_summary",
     "measurement_key",
     "measurement_path",
+    "merge_validations",
     "model_fingerprint",
     "paired_bootstrap",
     "scaling_identity",

@@ -174,7 +174,7 @@ def validate(
     spec = RopeSpec.from_config(model.config)
     fingerprint = model_fingerprint(model)
     table: dict[int, list[Row]] = {
-        n: [*(r for r in classic_rows(spec, n) if r.name in wanted), *candidates] for n in lengths
+        n: [*_classic(spec, n, wanted), *candidates] for n in lengths
     }
     prompts = {n: passkey_prompts(tokenizer, n, n_trials=keys, seed=passkey_seed) if keys else []
                for n in lengths}  # fmt: skip
@@ -244,6 +244,15 @@ def validate(
                           key_keys, fingerprint, measured, key_path)  # fmt: skip
     validation.passkey_form = passkey_form
     return validation
+
+
+def _classic(spec: RopeSpec, length: int, wanted: list[str]) -> list[Row]:
+    # none alone is the model as it loads, at any length: a fine-tuned export past its trained
+    # length, or the base model inside its window (the short context kept); the formulas are
+    # built only where a length past the trained one gives them a meaning
+    if set(wanted) <= {"none"}:
+        return [Row("none", None, classic=True)] if wanted else []
+    return [r for r in classic_rows(spec, length) if r.name in wanted]
 
 
 def _collect(

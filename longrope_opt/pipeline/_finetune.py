@@ -3,6 +3,7 @@ directory (with the LoRA adapter beside the merged weights when it trained one).
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ import numpy as np
 
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation import CLASSIC
+from longrope_opt.evaluation import classic_rows
 from longrope_opt.models import check_output_dir
 from longrope_opt.models import export_model
 from longrope_opt.models import load_model
@@ -35,6 +38,7 @@ def finetune_and_export(
     *,
     factors: str | None = None,
     study_name: str | None = None,
+    method: str | None = None,
     storage: Any = None,
     model: str = "smollm2-135m",
     corpus: str = "builtin",
@@ -53,7 +57,9 @@ def finetune_and_export(
     Args:
         output: The model directory to write.
         factors: A factor file, or
-        study_name: a study's winner (in `storage`).
+        study_name: a study's winner (in `storage`), or
+        method: a formula by name (``yarn-cd``, ``pi``, …: the rows `validate` measures, at
+            `target_length`), recorded so that `validate` counts the model as a formula row.
         storage: Where `study_name` is.
         model: The model to fine-tune (loaded in fp32).
         corpus: Training text.
@@ -81,11 +87,17 @@ def finetune_and_export(
     if seed < 0:
         raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed}.")
     check_output_dir(output, overwrite=overwrite, source=model, param="output")
-    if bool(factors) == bool(study_name):
-        raise InvalidArgumentError("give exactly one of `factors` or `study_name`.")
+    if sum(map(bool, (factors, study_name, method))) != 1:
+        raise InvalidArgumentError("give exactly one of `factors`, `study_name` or `method`.")
+    if method is not None and method not in CLASSIC[1:]:
+        raise InvalidArgumentError(f"`method` must be one of {', '.join(CLASSIC[1:])}, got {method!r}.")
+    if method is not None and not target_length:
+        raise InvalidArgumentError("`method` needs `target_length` (the formula's length).")
     held = make_storage(resolve_storage_url(storage), must_exist=True) if study_name else None
-    scaling, length = factors_with_length(factors=factors, study_name=study_name, storage=held)
-    length = target_length or length
+    scaling, length = None, target_length
+    if method is None:
+        scaling, length = factors_with_length(factors=factors, study_name=study_name, storage=held)
+        length = target_length or length
     if not length:
         raise InvalidArgumentError("the factors record no target length; give `target_length`.")
     # The trained length the search was told (if any), so the factors mean what they meant there.
@@ -94,6 +106,9 @@ def finetune_and_export(
                                trained_length=trained)  # fmt: skip
     spec = RopeSpec.from_config(lm.config)
     spec.scale(length)
+    if scaling is None:  # the formula as `validate` measures it (its own attention scale)
+        scaling = next(r.scaling for r in classic_rows(spec, length) if r.name == method)
+    assert scaling is not None
     scaling.check(spec)
     # PoSE reads only its real tokens: documents that long suffice (far more of them than of
     # documents as long as the target)
@@ -111,9 +126,11 @@ def finetune_and_export(
         "steps": training.get("steps"), "losses": result.losses, "tokens": result.tokens,
         "seconds": round(result.seconds, 1), "learning_rate": training.get("learning_rate"),
         "pose_tokens": training.get("pose_tokens"), "short_share": short, "corpus": corpus,
-        "seed": seed,
+        "seed": seed, "method": method,
         "base_model": model,
     }}  # fmt: skip
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun one process writes: the first
+        return result, Path(output).expanduser(), length
     if result.adapter is not None:  # LoRA: the adapter is kept, its merge is what exports
         meta["finetune"]["lora"] = training.get("lora")
         adapter, lm = result.adapter, result.adapter.merge_and_unload()
@@ -130,3 +147,10 @@ def finetune_and_export(
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
     return result, out, length
+
+
+def finetuned_from_formula(config: Any) -> bool:
+    """Whether a model directory's config says it was fine-tuned from a formula (`method`)."""
+    record = getattr(config, "longrope_opt", None)
+    finetuned = record.get("finetune") if isinstance(record, dict) else None
+    return isinstance(finetuned, dict) and finetuned.get("method") in CLASSIC

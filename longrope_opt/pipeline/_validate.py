@@ -15,12 +15,14 @@ from longrope_opt.errors import StorageError
 from longrope_opt.evaluation import CLASSIC
 from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import MeasurementStore
+from longrope_opt.evaluation import Row
 from longrope_opt.evaluation import Summary
 from longrope_opt.evaluation import Validation
 from longrope_opt.evaluation import check_margin
 from longrope_opt.evaluation import factor_rows
 from longrope_opt.evaluation import format_summary
 from longrope_opt.evaluation import measurement_path
+from longrope_opt.evaluation import merge_validations
 from longrope_opt.evaluation import study_rows
 from longrope_opt.evaluation import summarize
 from longrope_opt.evaluation import summary_csv
@@ -32,6 +34,7 @@ from longrope_opt.models import load_tokenizer
 from longrope_opt.models import read_config
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.patching import check_supported
+from longrope_opt.pipeline._finetune import finetuned_from_formula
 from longrope_opt.studies import load_named_study
 from longrope_opt.studies import make_storage
 from longrope_opt.studies import open_existing
@@ -83,6 +86,7 @@ def validate_candidates(
     trained_length: int | None = None,
     progress: bool = True,
     passkey_form: str = "single",
+    models: Sequence[str] = (),
 ) -> ValidationResult:
     """Judge studies' winners and factor files against the classic rows on held-out text.
 
@@ -111,6 +115,12 @@ def validate_candidates(
             (default: what the studies' searches were told, else the config's).
         progress: A progress bar with an ETA.
         passkey_form: How passkeys are measured (`longrope_opt.evaluation.validate`).
+        models: Model directories measured as they load (a fine-tuned export runs the factors
+            its config carries: the long ones past the trained length, the short ones inside
+            it), each a row named by its folder, on the same documents and prompts. A model
+            fine-tuned from a formula (`finetune_and_export` with `method`) counts as a formula
+            row. Lengths inside the trained window are then allowed with `classic` ``none``
+            alone: the short context the fine-tuning must keep, against the base model.
 
     Raises:
         InvalidArgumentError: Bad counts, names or lengths; nothing to measure; all before the
@@ -150,6 +160,8 @@ def validate_candidates(
     if config is not None:  # a length inside the trained window has no classic extension
         trained = check_supported(config).original_length  # a refused family: one line
         inside = [n for n in lengths if n <= trained]
+        if inside and models and set(classic) <= {"none"}:
+            inside = []  # the short context kept: the base model and the fine-tuned ones
         if inside:
             raise InvalidArgumentError(
                 f"`lengths` must be above the model's trained length {trained}, got {inside[0]}."
@@ -164,12 +176,31 @@ def validate_candidates(
                                trained_length=trained_length)  # fmt: skip
     if not store and held is None:
         held = make_storage(url)
-    kept = MeasurementStore(_open_store(store) if store else held,
+    backend = _open_store(store) if store else held
+    kept = MeasurementStore(backend,
                             path=measurement_path(lm, dtype),
                             reuse_other_paths=not remeasure_other_paths)  # fmt: skip
     validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
                           keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
                           progress=progress, passkey_form=passkey_form)  # fmt: skip
+    if models:
+        del lm  # one model in memory at a time
+        parts, formulas = [validation], []
+        for path in models:
+            name = Path(path).name
+            lm, own = load_model(path, dtype=dtype, device=device, attn=attn)
+            if own.get_vocab() != tokenizer.get_vocab():
+                raise InvalidArgumentError(f"`models` {path!r} has another tokenizer than the "
+                                           "base model: its rows would read other tokens.")  # fmt: skip
+            if finetuned_from_formula(lm.config):
+                formulas.append(name)
+            at = MeasurementStore(backend, path=measurement_path(lm, dtype),
+                                  reuse_other_paths=not remeasure_other_paths)  # fmt: skip
+            parts.append(validate(lm, own, [Row(name, None, source=f"model {path}")], documents,
+                                  lengths=lengths, store=at, keys=keys, doc_ids=documents.doc_ids,
+                                  classic=False, progress=progress, passkey_form=passkey_form))  # fmt: skip
+            del lm
+        validation = merge_validations(parts, classic=formulas)
     summary = summarize(validation, margin=margin)
     table = format_summary(summary)
     files: list[str] = []

@@ -50,7 +50,7 @@ class FinetuneResult:
     Attributes:
         losses: Mean next-token loss (nats/token) of each optimizer step, the resumed run's
             earlier steps included (read from its checkpoint).
-        tokens: Tokens trained on by this process in this call.
+        tokens: Tokens trained on in this call, all processes together.
         seconds: Wall time of this call's training.
         resumed_from: The checkpoint this call resumed from (None: a fresh run).
         adapter: With `lora`: the `peft.PeftModel` trained (``save_pretrained`` writes the
@@ -237,6 +237,7 @@ def finetune(
         save_strategy="no" if output_dir is None else "steps", save_steps=save_steps,
         save_total_limit=save_total_limit, remove_unused_columns=False,
         dataloader_num_workers=0, disable_tqdm=not progress,
+        ddp_find_unused_parameters=False,  # every weight that trains is in every forward
     )  # fmt: skip
     data = PoseSamples(samples, tokens=pose_tokens or length, target=target,
                        items=steps * grad_accum * args.world_size, short_share=short_share,
@@ -262,7 +263,7 @@ def finetune(
         if scratch is not None:
             scratch.cleanup()
     result.losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
-    result.tokens = wrapper.tokens
+    result.tokens = wrapper.tokens * args.world_size  # every process trains as many
     return result
 
 

@@ -61,7 +61,8 @@ def test_finetune_with_lora_writes_the_merged_model_and_its_adapter(
     [
         (["--steps", "0"], "`--steps` must be >= 1, got 0"),
         (["--seed", "-1"], "`--seed` must be an integer >= 0, got -1"),
-        (["--study-name", "x"], "give exactly one of `--factors` or `--study-name`"),
+        (["--study-name", "x"], "give exactly one of `--factors`, `--study-name` or `--method`"),
+        (["--method", "yarn-cd", "--factors", "f.json"], "give exactly one of"),
         (["--target-length", "64"], "`--target-length` must be an integer > the trained length 64"),
         (["--lora", "0"], "`--lora` must be a rank >= 1, got 0"),
         (["--short-share", "0.2"], "`--short-share` needs `--pose-tokens`"),
@@ -76,3 +77,36 @@ def test_finetune_bad_input(tiny_model_dir, tiny_corpus, tmp_path, capsys, extra
     errors = [line for line in err if "error:" in line]
     assert len(errors) == 1 and message in errors[0], err
     assert not any("Traceback" in line for line in err)
+
+
+def test_fine_tuned_alike_then_validated_side_by_side(
+    tiny_model_dir, tiny_corpus, tmp_path, capsys
+) -> None:
+    # the searched factors and a formula fine-tuned alike, then one table: the fine-tuned models
+    # beside the rows before fine-tuning at the target, and inside the window against the base
+    common = ["--model", tiny_model_dir, "--corpus", tiny_corpus, "--samples", "2", "--steps",
+              "2", "--learning-rate", "1e-2", "--pose-tokens", "32", "--save-dtype", "float32"]  # fmt: skip
+    searched, formula = tmp_path / "ft-searched", tmp_path / "ft-yarn-cd"
+    assert main(["finetune", "--factors", _factors(tmp_path / "f.json"), *common,
+                 "--output", str(searched)]) == 0  # fmt: skip
+    assert main(["finetune", "--method", "yarn-cd", "--target-length", "256", *common,
+                 "--output", str(formula)]) == 0  # fmt: skip
+    meta = json.loads((formula / "config.json").read_text())["longrope_opt"]["finetune"]
+    assert meta["method"] == "yarn-cd" and meta["losses"]
+    capsys.readouterr()
+    storage = f"sqlite:///{tmp_path / 'v.db'}"
+    base = ["validate", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--docs", "2",
+            "--keys", "2", "--storage", storage, "--models", str(searched), "--models",
+            str(formula), "--output", str(tmp_path / "t")]  # fmt: skip
+    assert main([*base, "--lengths", "256", "--classic", "pi,yarn-cd"]) == 0
+    data = json.loads((tmp_path / "t.json").read_text())["validation"]
+    assert data["rows"] == ["pi", "yarn-cd", "ft-searched", "ft-yarn-cd"]
+    assert data["classic"] == ["pi", "yarn-cd", "ft-yarn-cd"]  # the fine-tuned formula too
+    assert all(len(v) == 2 for v in data["ppl"]["256"].values())  # the same two documents
+    # inside the trained window (64): the base model as it is against the fine-tuned ones
+    assert main([*base, "--lengths", "64", "--classic", "none"]) == 0
+    data = json.loads((tmp_path / "t.json").read_text())["validation"]
+    assert data["rows"] == ["none", "ft-searched", "ft-yarn-cd"]
+    err = capsys.readouterr().err
+    assert main([*base[:-6], "--lengths", "64", "--classic", "none"]) == 2  # no models: refused
+    assert "trained length" in capsys.readouterr().err, err

@@ -1,0 +1,64 @@
+"""One table from validations of several models on the same documents and prompts.
+
+`validate` measures rows on one model (the store keys every number by the model's fingerprint).
+A fine-tuned comparison is rows of different models: the base model's classic and searched rows,
+and each fine-tuned model as it loads. Each is measured by its own `validate` call on the same
+documents, lengths and prompts; `merge_validations` joins them so that `summarize` pairs every
+row with the reference on the same documents (the intervals stay paired).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from longrope_opt.errors import InvalidArgumentError
+from longrope_opt.evaluation._validate import Validation
+
+
+def merge_validations(parts: Sequence[Validation], *, classic: Sequence[str] = ()) -> Validation:
+    """The rows of `parts` as one validation (the first part's rows first).
+
+    Args:
+        parts: Validations of the same documents, lengths, passkey prompts and form.
+        classic: Rows of later parts that count as formula rows (a model fine-tuned from a
+            formula): the reference is the best of these and the first part's classic rows.
+
+    Raises:
+        InvalidArgumentError: The parts measured different documents, lengths or prompts, or
+            two parts have a row of the same name.
+    """
+    if not parts:
+        raise InvalidArgumentError("`parts` must hold at least one validation, got 0.")
+    first = parts[0]
+    same = ("lengths", "documents", "keys", "passkey_seed", "passkey_form")
+    for part in parts[1:]:
+        differs = [f for f in same if getattr(part, f) != getattr(first, f)]
+        if differs:
+            raise InvalidArgumentError(
+                f"validations to merge must share their {differs[0]}: {getattr(first, differs[0])!r} "
+                f"and {getattr(part, differs[0])!r}."
+            )
+    rows = [r for part in parts for r in part.rows]
+    twice = sorted({r for r in rows if rows.count(r) > 1})
+    if twice:
+        raise InvalidArgumentError(f"row {twice[0]!r} is in two validations: rename one.")
+    later = {r for part in parts[1:] for r in part.rows}
+    unknown = [c for c in classic if c not in later]
+    if unknown:
+        raise InvalidArgumentError(f"`classic` names no merged row: {unknown[0]!r}.")
+
+    def joined(name: str) -> dict:
+        return {n: {r: v for part in parts for r, v in getattr(part, name)[n].items()}
+                for n in first.lengths}  # fmt: skip
+
+    return Validation(
+        lengths=list(first.lengths), documents=list(first.documents), keys=first.keys,
+        passkey_seed=first.passkey_seed, rows=rows, classic=[*first.classic, *classic],
+        sources={k: v for part in parts for k, v in part.sources.items()},
+        ppl=joined("ppl"), passkey=joined("passkey"), depths=dict(first.depths),
+        paths=joined("paths"), path=first.path,
+        model=" + ".join(dict.fromkeys(part.model for part in parts)),
+        measured=sum(part.measured for part in parts),
+        in_sample={k: v for part in parts for k, v in part.in_sample.items()},
+        passkey_form=first.passkey_form,
+    )  # fmt: skip
