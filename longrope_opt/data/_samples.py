@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from longrope_opt.data._sources import PERL_DOC
 from longrope_opt.data._sources import builtin_documents
 from longrope_opt.data._sources import builtin_packages
 from longrope_opt.data._sources import dataset_documents
 from longrope_opt.data._sources import describe_builtin
 from longrope_opt.data._sources import file_documents
+from longrope_opt.data._sources import perl_doc_folder
 from longrope_opt.data._sources import text_files
 from longrope_opt.data._sources import text_hash
 from longrope_opt.errors import DataError
@@ -82,6 +84,9 @@ def check_source(source: str) -> None:
     for part in split_sources(source):
         if part == "builtin":
             continue
+        if part == PERL_DOC:
+            perl_doc_folder()
+            continue
         path = Path(part).expanduser()
         if path.exists() or _looks_like_path(part):
             text_files(path)
@@ -106,8 +111,8 @@ def _kinds(
         code_then_packages = itertools.chain(code, _shuffled_packages(length, seed))
         kinds = [(BUILTIN_KINDS[0], prose), (BUILTIN_KINDS[1], code_then_packages)]
         return kinds, describe_builtin()
-    path = Path(source).expanduser()
-    if path.exists() or _looks_like_path(source):
+    path = perl_doc_folder() if source == PERL_DOC else Path(source).expanduser()
+    if source == PERL_DOC or path.exists() or _looks_like_path(source):
         docs = file_documents(path)
         order = np.random.default_rng(seed).permutation(len(docs))
         return [(source, [docs[i] for i in order])], str(path)

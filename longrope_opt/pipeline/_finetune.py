@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from longrope_opt.data import PERL_DOC
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import CLASSIC
@@ -41,7 +42,7 @@ def finetune_and_export(
     method: str | None = None,
     storage: Any = None,
     model: str = "smollm2-135m",
-    corpus: str = "builtin",
+    corpus: str = PERL_DOC,
     target_length: int | None = None,
     samples: int = 4,
     seed: int = 1,
@@ -62,7 +63,7 @@ def finetune_and_export(
             `target_length`), recorded so that `validate` counts the model as a formula row.
         storage: Where `study_name` is.
         model: The model to fine-tune (loaded in fp32).
-        corpus: Training text.
+        corpus: Training text (default: Perl's manual, `longrope_opt.data.PERL_DOC`).
         target_length: Sequence length (default: the factors' target length).
         samples: Training documents.
         seed: Chooses the documents.

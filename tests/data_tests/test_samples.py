@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from longrope_opt.data import builtin_documents
+from longrope_opt.data import check_source
 from longrope_opt.data import load_samples
 from longrope_opt.errors import DataError
 from longrope_opt.errors import InvalidArgumentError
@@ -68,7 +71,7 @@ def test_missing_paths(source: str, pattern: str) -> None:
 
 
 def test_empty_folder(tmp_path) -> None:
-    with pytest.raises(DataError, match="holds no .txt or .md files"):
+    with pytest.raises(DataError, match="holds no .txt, .md or .pod files"):
         load_samples(str(tmp_path), char_tokenizer, 100, 1)
 
 
@@ -165,3 +168,21 @@ def test_a_kind_with_nothing_this_long_is_named_in_a_warning(tmp_path, caplog) -
     with caplog.at_level("WARNING", logger="longrope_opt.data"):
         load_samples(source, char_tokenizer, 200, 1, seed=0)  # the short kind is never asked
     assert not caplog.records
+
+
+def test_perl_doc_is_a_corpus_of_long_documents() -> None:
+    # the fine-tuning stage's default text (Debian's perl-doc, installed by .ci/run)
+    from longrope_opt.data import PERL_DOC
+
+    check_source(PERL_DOC)
+    docs = load_samples(PERL_DOC, char_tokenizer, 20_000, 3, seed=0)
+    assert len(docs) == 3 and all(d.numel() == 20_000 for d in docs)
+    assert all(doc.endswith(".pod") for doc in docs.doc_ids)
+
+
+def test_a_missing_perl_doc_says_how_to_install_it(monkeypatch) -> None:
+    import longrope_opt.data._sources as sources
+
+    monkeypatch.setattr(sources, "Path", lambda *_: Path("/nonexistent"))
+    with pytest.raises(DataError, match="apt-get install perl-doc"):
+        check_source("perl-doc")
