@@ -136,12 +136,13 @@ def run_c_commands(work: Path, held_out: Path | None) -> list[list[str]]:
     storage = f"sqlite:///{work / 'extend-4x.db'}"
     searched = (["--study-name", "extend-4x", "--storage", storage]
                 if (work / "extend-4x.db").is_file() else ["--factors", FACTORS_4X])  # fmt: skip
+    # the built-in text, as before the stage's default became Debian's perl-doc (not on the
+    # lent machine)
     common = ["--target-length", "32768", "--steps", str(C_STEPS), "--samples", str(C_SAMPLES),
-              "--device", "cuda", "--overwrite"]  # fmt: skip
+              "--corpus", "builtin", "--device", "cuda", "--overwrite"]  # fmt: skip
     commands = [
         [*CLI, "finetune", *searched, *common, "--output", str(work / "ft-searched")],
-        [*CLI, "finetune", "--factors", str(work / "yarn-cd-4x.json"), *common,
-         "--output", str(work / "ft-yarn-cd")],
+        [*CLI, "finetune", "--method", "yarn-cd", *common, "--output", str(work / "ft-yarn-cd")],
     ]  # fmt: skip
     corpus = ["--corpus", str(held_out)] if held_out is not None else []
     short, long = C_LENGTHS
@@ -156,6 +157,12 @@ def run_c_commands(work: Path, held_out: Path | None) -> list[list[str]]:
              str(long), "--classic", CLASSIC, "--storage", f"sqlite:///{work / 'run-c.db'}",
              "--output", str(work / f"{name}-validate-{ratio(long)}")],
         ]  # fmt: skip
+    # the two fine-tuned models side by side on the same documents and prompts, paired
+    commands.append([*CLI, "validate", "--models", str(work / "ft-searched"), "--models",
+                     str(work / "ft-yarn-cd"), "--device", "cuda", *corpus, "--docs", str(DOCS),
+                     "--keys", str(KEYS), "--lengths", str(short), "--classic", "none",
+                     "--storage", f"sqlite:///{work / 'run-c.db'}",
+                     "--output", str(work / f"ft-paired-{ratio(short)}")])  # fmt: skip
     return commands
 
 

@@ -183,9 +183,13 @@ def test_run_c_fine_tunes_both_alike_and_validates_at_32k_and_64k(tmp_path) -> N
     for field in ("steps", "samples", "target_length", "seed", "corpus"):
         assert getattr(searched, field) == getattr(yarn_cd, field), field
     assert searched.factors == "experiments/results/shipped-4x.json"  # no run B study here
-    checks = commands[2:]
+    assert yarn_cd.method == "yarn-cd" and yarn_cd.factors is None  # the formula, by name
+    checks = commands[2:-1]
     assert [c.command for c in checks] == ["eval", "eval", "validate"] * 2
     assert {c.lengths for c in checks} == {"32768", "65536"}
+    paired = commands[-1]  # both fine-tuned models on the same documents and prompts
+    assert paired.command == "validate" and paired.lengths == "32768"
+    assert paired.models == [str(tmp_path / "ft-searched"), str(tmp_path / "ft-yarn-cd")]
     (tmp_path / "extend-4x.db").write_bytes(b"")  # after run B: its study's winner
     again = parser.parse_args(run_c_commands(tmp_path, None)[0][3:])
     assert again.study_name == "extend-4x" and again.factors is None
