@@ -2,9 +2,9 @@
 
 A `finetune` step (transformers' Trainer, the patched RoPE, PoSE positions spread to the target,
 the LM head's loss in chunks, AdamW) on SmolLM2 with `--tokens` real tokens at positions up to
-`--target`, with and without gradient checkpointing, against ``model(ids, labels=ids).loss
-.backward()`` on the same tokens (full-vocabulary logits, no optimizer), all in one process under
-the same bf16 autocast. The steps run first, the baseline last: peak RSS is the process's
+`--target`, with and without gradient checkpointing, and the same work in a plain loop without
+Trainer, against ``model(ids, labels=ids).loss.backward()`` on the same tokens (full-vocabulary
+logits, no optimizer), all in one process under the same bf16 autocast. The steps run first, the baseline last: peak RSS is the process's
 high-water mark, so the steps' figures are their own and the baseline's includes them.
 
     python bench/finetune.py                          # SmolLM2, 8k real tokens spread to 64k
@@ -42,8 +42,11 @@ def main() -> None:
     from longrope_opt.data import load_samples
     from longrope_opt.models import cpu_name
     from longrope_opt.models import load_model
+    from longrope_opt.patching import apply_rope_scaling
     from longrope_opt.rope import RopeSpec
     from longrope_opt.rope import yarn
+    from longrope_opt.training import ChunkedLoss
+    from longrope_opt.training import PoseSamples
     from longrope_opt.training import finetune
 
     model, tokenizer = load_model(args.model, dtype="float32", fuse=False)
@@ -71,7 +74,25 @@ def main() -> None:
                  target_length=args.target, gradient_checkpointing=checkpointing,
                  callbacks=[clock], progress=False)  # fmt: skip
         rows.append((name, statistics.median(clock.seconds[1:] or clock.seconds), _rss_gib()))
+    # the same work without Trainer: our loss (`ChunkedLoss`) and an AdamW step in a plain loop,
+    # under the same patched RoPE and positions (what Trainer itself costs is the difference)
     model.train()
+    item = PoseSamples(docs, tokens=args.tokens, target=args.target, items=len(docs))
+    loss_of = ChunkedLoss(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, betas=(0.9, 0.95), weight_decay=0.0)
+    seconds = []
+    with apply_rope_scaling(model, scaling):
+        for i in range(len(docs)):
+            batch = {k: v[None] for k, v in item[i].items()}
+            start = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_of(**batch)["loss"]
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            seconds.append(time.perf_counter() - start)
+    rows.append(("own loop, no Trainer", statistics.median(seconds[1:] or seconds), _rss_gib()))
     seconds = []
     for doc in docs:
         ids = doc[None]
