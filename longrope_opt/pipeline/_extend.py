@@ -240,6 +240,7 @@ def extend(
         logger.debug("nothing left to measure: %s", done.headline)
         return done
     new_file = _new_file(storage)
+    existed = _stored_passkey_form(storage, name, exists=True) is not None
     search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
                      attn=attn, fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip
     stored = record.read_plan(search.study)
@@ -251,8 +252,8 @@ def extend(
         )  # fmt: skip
         held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
     except InvalidArgumentError:
-        if not stored:  # refused before its first trial (a budget under one forward): forgotten
-            _forget(search.study, new_file)
+        if not existed:  # refused before its first trial (a budget under one forward): the
+            _forget(search.study, new_file)  # study this call made is forgotten, never another
         raise
     here = device_name(next(search.model.parameters()).device)  # what the plan is timed on
     if not stored:
@@ -340,8 +341,9 @@ def _check_past_window(model: str, target_length: int, trained_length: int | Non
         )
 
 
-def _stored_passkey_form(storage: Any, name: str) -> str | None:
-    """The passkey form of study `name`'s search (None: no such study, or no search stored)."""
+def _stored_passkey_form(storage: Any, name: str, *, exists: bool = False) -> str | None:
+    """The passkey form of study `name`'s search (None: no such study, or no search stored).
+    With `exists`: ``""`` for a study that exists without a search stored."""
     held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
     try:
         study = None if held is None else optuna.load_study(study_name=name, storage=held)
@@ -350,7 +352,9 @@ def _stored_passkey_form(storage: Any, name: str) -> str | None:
     if study is None:
         return None
     stored = record.read_config(study)
-    return None if stored is None else str(stored[0].get("passkey_form", "single"))
+    if stored is None:
+        return "" if exists else None
+    return str(stored[0].get("passkey_form", "single"))
 
 
 def _already_shipped(

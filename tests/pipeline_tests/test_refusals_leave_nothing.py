@@ -130,3 +130,18 @@ def test_a_budget_under_one_forward_forgets_the_study_it_made(
     assert main(argv) == 2
     names = [s.study_name for s in optuna.get_all_study_summaries(env["storage"])]
     assert names == ["real"]
+
+
+def test_a_refused_extend_never_deletes_a_study_it_did_not_make(
+    env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an existing study of that name (a search's, say) stays, trials and all
+    storage = f"sqlite:///{tmp_path / 'mine.db'}"
+    mine = optuna.create_study(study_name="mine", storage=storage)
+    mine.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    monkeypatch.chdir(tmp_path)
+    argv = ["extend", env["model"], "--to", "256", "--corpus", env["corpus"], "--budget",
+            "0.00001s", "--dtype", "float32", "--no-fuse", "--storage", storage,
+            "--study-name", "mine"]  # fmt: skip
+    main(argv)
+    assert len(optuna.load_study(study_name="mine", storage=storage).trials) >= 2
