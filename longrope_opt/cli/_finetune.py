@@ -64,7 +64,9 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="sequence length (default: the factors' target length)",
     )
-    data.add_argument("--samples", type=int, default=4, help="training documents (default 4)")
+    data.add_argument("--samples", type=int, default=None,
+                      help="training sequences, as windows of the corpus's documents (default: "
+                      "one per sequence trained, steps x grad-accum, or all the corpus holds)")  # fmt: skip
     data.add_argument("--seed", type=int, default=1, help="chooses the documents (default 1)")
     add_device_flag(data)
     train = parser.add_argument_group("training")
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("peft") is None:  # before the model loads
             raise InvalidArgumentError("`--lora` needs peft: pip install 'longrope-opt[lora]'.")
     for name in ("steps", "samples", "grad_accum", "save_steps"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InvalidArgumentError(
                 f"`--{name.replace('_', '-')}` must be >= 1, got {getattr(args, name)}."
             )

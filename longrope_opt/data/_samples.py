@@ -177,6 +177,7 @@ def load_samples(
     exclude: Collection[str] = (),
     windows: int = 1,
     interleave: bool = True,
+    at_most: bool = False,
 ) -> Samples:
     """Return `k` documents of at least `length` tokens, truncated to `length`.
 
@@ -205,6 +206,8 @@ def load_samples(
             (`Samples.doc_hashes`: the same text under another path). A window id
             ``doc#<start>`` excludes the whole document ``doc``.
         windows: Most disjoint `length`-token samples taken from one document (1: its start only).
+        at_most: `k` is a ceiling: fewer samples (at least one) are what the corpus has
+            (training text read in windows), instead of an error.
         interleave: Kinds take turns (default). False: one source's documents in seed order,
             kinds as they fall (how studies made before kinds existed drew theirs).
 
@@ -263,7 +266,7 @@ def load_samples(
                 chosen.append((kind, name, text, ids[w * length :]))
             if len(chosen) == k:
                 break
-    if len(chosen) < k:
+    if len(chosen) < k and not (at_most and chosen):
         longest = sorted(seen_lengths, reverse=True)[:5]
         unit = "document(s)" if windows == 1 else f"window(s) (up to {windows} per document)"
         raise DataError(

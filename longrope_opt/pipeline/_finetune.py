@@ -44,7 +44,7 @@ def finetune_and_export(
     model: str = "smollm2-135m",
     corpus: str = PERL_DOC,
     target_length: int | None = None,
-    samples: int = 4,
+    samples: int | None = None,
     seed: int = 1,
     device: str = "auto",
     attn: str | None = None,
@@ -65,7 +65,9 @@ def finetune_and_export(
         model: The model to fine-tune (loaded in fp32).
         corpus: Training text (default: Perl's manual, `longrope_opt.data.PERL_DOC`).
         target_length: Sequence length (default: the factors' target length).
-        samples: Training documents.
+        samples: Training sequences, read as consecutive windows of the corpus's documents
+            in a seeded order (default: one per sequence the run trains on, ``steps ×
+            grad_accum``, or as many as the corpus holds; the run cycles through them).
         seed: Chooses the documents.
         device: Where it trains.
         attn: Attention kernel.
@@ -83,7 +85,7 @@ def finetune_and_export(
     for name in ("steps", "grad_accum"):
         if training.get(name, 1) < 1:
             raise InvalidArgumentError(f"`{name}` must be >= 1, got {training[name]}.")
-    if samples < 1:
+    if samples is not None and samples < 1:
         raise InvalidArgumentError(f"`samples` must be >= 1, got {samples}.")
     if seed < 0:
         raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed}.")
@@ -114,14 +116,18 @@ def finetune_and_export(
     # PoSE reads only its real tokens: documents that long suffice (far more of them than of
     # documents as long as the target)
     pose = training.get("pose_tokens")
-    docs = load_samples(corpus, tokenizer, pose or length, samples, seed)
+    wanted = samples or training.get("steps", 1) * training.get("grad_accum", 1)
+    docs = list(load_samples(corpus, tokenizer, pose or length, wanted, seed, windows=wanted,
+                             at_most=samples is None))  # fmt: skip
+    # a document's windows come out together: spread them over the run
+    docs = [docs[i] for i in np.random.default_rng(seed).permutation(len(docs))]
     if checkpoints is None:  # beside the output, never inside it: the output stays a model dir
         checkpoints = Path(output).expanduser().with_name(Path(output).name + "-checkpoints")
     short = training.pop("short_share", 0.0)
     mixed: RopeScaling | ShortLongScaling = scaling
     if short:  # mixed windows: short samples under the original RoPE, by the longrope rule
         mixed = ShortLongScaling(RopeScaling(np.ones(spec.n_factors)), scaling, spec.original_length)
-    result = finetune(lm, list(docs), mixed, seed=seed, output_dir=checkpoints, short_share=short,
+    result = finetune(lm, docs, mixed, seed=seed, output_dir=checkpoints, short_share=short,
                       target_length=length if pose else None, **training)  # fmt: skip
     meta = {"finetune": {
         "steps": training.get("steps"), "losses": result.losses, "tokens": result.tokens,

@@ -186,3 +186,15 @@ def test_a_missing_perl_doc_says_how_to_install_it(monkeypatch) -> None:
     monkeypatch.setattr(sources, "Path", lambda *_: Path("/nonexistent"))
     with pytest.raises(DataError, match="apt-get install perl-doc"):
         check_source("perl-doc")
+
+
+def test_at_most_takes_what_the_corpus_holds_in_windows(tmp_path) -> None:
+    # training reads windows: k is a ceiling there, not a requirement
+    (tmp_path / "a.txt").write_text("a" * 1000)
+    (tmp_path / "b.txt").write_text("b" * 450)
+    got = load_samples(str(tmp_path), char_tokenizer, 200, 50, seed=0, windows=50, at_most=True)
+    assert len(got) == 5 + 2 and all(s.numel() == 200 for s in got)
+    with pytest.raises(DataError, match="need k=50"):
+        load_samples(str(tmp_path), char_tokenizer, 200, 50, seed=0, windows=50)
+    with pytest.raises(DataError, match="need k=1"):  # nothing at all is still an error
+        load_samples(str(tmp_path), char_tokenizer, 2000, 1, seed=0, at_most=True)
