@@ -1,0 +1,81 @@
+"""The loss logs of the fine-tuning runs (`finetune_8x.sh`), finished or not, as small JSON files
+to commit and a table of the same steps side by side.
+
+Every run trains on the same items in the same order, so step k's loss is paired across runs:
+the table compares runs over the steps all of them have done, PoSE samples (positions spread to
+the target) apart from the short ones (inside the trained window, original RoPE).
+
+    python experiments/finetune_losses.py experiments/runs/finetune-8x \
+        --out experiments/results/finetune-8x
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from longrope_opt.training import PoseSamples
+
+
+def read_log(run: Path) -> dict | None:
+    """A run's per-step log: from its model directory once written, else its newest checkpoint."""
+    config = run / "config.json"
+    if config.is_file():
+        meta = json.loads(config.read_text()).get("longrope_opt", {}).get("finetune", {})
+        return {"finished": True, "history": [{"step": i + 1, "loss": x}
+                                              for i, x in enumerate(meta.get("losses", []))]}
+    folder = run.with_name(run.name + "-checkpoints")
+    states = sorted(folder.glob("checkpoint-*/trainer_state.json"),
+                    key=lambda p: int(p.parent.name.split("-")[1]))
+    if not states:
+        return None
+    state = json.loads(states[-1].read_text())
+    history = [{k: h[k] for k in ("step", "loss", "grad_norm", "learning_rate") if k in h}
+               for h in state["log_history"] if "loss" in h]
+    return {"finished": False, "history": history}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="the folder finetune_8x.sh writes")
+    parser.add_argument("--out", type=Path, default=None, help="write NAME-losses.json here")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--short-share", type=float, default=0.2)
+    parser.add_argument("--window", type=int, default=16, help="steps averaged at each end")
+    args = parser.parse_args()
+    # the rule the runs drew their short items by (grad_accum 1: item k-1 is step k)
+    rule = PoseSamples([], tokens=1, target=1, items=0, short_share=args.short_share, seed=args.seed)
+    logs = {}
+    for run in sorted(p for p in args.runs.iterdir() if p.is_dir() and not p.name.endswith("-checkpoints")):
+        log = read_log(run)
+        if log is None or not log["history"]:
+            continue
+        for h in log["history"]:
+            h["short"] = rule.is_short(h["step"] - 1)
+        logs[run.name] = log
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"{run.name}-losses.json").write_text(json.dumps(log, indent=1) + "\n")
+    if not logs:
+        print("no run has logged a step yet")
+        return
+    common = min(len(log["history"]) for log in logs.values())
+    w = min(args.window, common)
+    print(f"{common} steps done by every run; mean loss (nats/token) of the first and last {w}")
+    print(f"{'run':<18}{'steps':>6}  {'PoSE first':>10} {'PoSE last':>10}  {'short first':>11} {'short last':>10}")
+    for name, log in logs.items():
+        h = log["history"][:common]
+        cells = []
+        for short in (False, True):
+            for part in (h[:w], h[common - w:]):
+                xs = [x["loss"] for x in part if x["short"] == short]
+                cells.append(f"{np.mean(xs):.4f}" if xs else "-")
+        steps = f"{len(log['history'])}{'' if log['finished'] else '+'}"
+        print(f"{name:<18}{steps:>6}  {cells[0]:>10} {cells[1]:>10}  {cells[2]:>11} {cells[3]:>10}")
+
+
+if __name__ == "__main__":
+    main()
