@@ -28,6 +28,9 @@ EXAMPLES = """examples:
   # interrupted (Ctrl-C, kill -9, a reboot)? run the same command: it continues where it stopped
   # progressive: 8x from the 4x winner, carried to 64k and tried first after the formula seeds
   longrope-opt extend smollm2-135m --to 64k --warm-start smol-32k/factors.json --out smol-64k
+  # the method's second half: then fine-tune the winner and the best formula alike (200 PoSE
+  # steps on Perl's manual: apt-get install perl-doc), validate both, ship the better
+  longrope-opt extend smollm2-135m --to 64k --trials 16 --finetune 200 --out smol-64k
   # the second offline model: Gemma 3 270M (32k trained; its global layers are rescaled, its
   # sliding-window layers keep their RoPE and run banded), 2x on a CPU
   longrope-opt extend gemma3-270m --to 64k --budget 20m
@@ -45,6 +48,13 @@ The stages, in one study (rerun to resume; every stage keeps its output in the s
   #   holding what the verdict ships, when the model came as a GGUF llama.cpp can rescale
   #   (smollm2-135m does, gemma3-270m cannot; --gguf / --no-gguf to choose):
   llama-cli -m extended/model.gguf -c 16384
+  # finetune (--finetune STEPS): the winner and the validation's reference formula fine-tuned
+  #   alike (same text, order, seed, steps, schedule; PoSE to --to from trained-length samples,
+  #   a fifth inside the window under the original RoPE) into DIR/finetuned and
+  #   DIR/finetuned-<formula>, both validated (DIR/validation-finetuned.txt: at --to with
+  #   passkeys, beside the rows measured before; DIR/validation-short.txt: inside the trained
+  #   window against the base model); the load line, DIR/finetuned.gguf and the report's first
+  #   section name what to ship after fine-tuning. Its steps are not in the --budget plan.
 """
 
 
@@ -81,6 +91,15 @@ def add_parser(sub: Any) -> None:
                       help="a shorter extension's factors to try first: its factors.json, or "
                       "study:NAME in --storage; carried to --to (λ^k, k = ln s'/ln s) as "
                       "LongRoPE extends step by step (default: none)")  # fmt: skip
+    tune = parser.add_argument_group("fine-tuning (the method's second half)")
+    tune.add_argument("--finetune", type=int, default=None, metavar="STEPS",
+                      help="then fine-tune the winner and the best formula alike for STEPS "
+                      "steps, validate both, ship the better (default: no fine-tuning)")  # fmt: skip
+    tune.add_argument("--finetune-corpus", default="perl-doc", metavar="CORPUS",
+                      help="the fine-tuning's text (default perl-doc: Perl's manual, Debian's "
+                      "perl-doc; neither the search's corpus nor held-out books)")  # fmt: skip
+    tune.add_argument("--learning-rate", type=float, default=None,
+                      help="with --finetune: AdamW's peak (default 2e-5, LongRoPE's)")  # fmt: skip
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
@@ -110,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"`--trials` must be an integer >= 1, got {args.trials}.")
     if args.seed < 0:
         raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
+    if args.finetune is not None and args.finetune < 1:
+        raise InvalidArgumentError(f"`--finetune` must be an integer >= 1 (steps), got {args.finetune}.")
+    if args.learning_rate is not None and args.finetune is None:
+        raise InvalidArgumentError("`--learning-rate` needs `--finetune` (its steps).")
+    if args.learning_rate is not None and not args.learning_rate > 0:
+        raise InvalidArgumentError(f"`--learning-rate` must be > 0, got {args.learning_rate}.")
     # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
@@ -134,21 +159,31 @@ def run(args: argparse.Namespace) -> int:
                         graceful_interrupt=True, on_plan=show,
                         trained_length=args.trained_length, passkey_form=args.passkey_form,
                         gguf=args.gguf, warm_start=args.warm_start,
+                        finetune=args.finetune, finetune_corpus=args.finetune_corpus,
+                        finetune_settings=None if args.learning_rate is None else
+                        {"learning_rate": args.learning_rate},
                         **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "
               "continue.")  # fmt: skip
         return 130
     if result.nothing_left:
+        said = result.finetuned.headline if result.finetuned else result.headline
         print(f"nothing left to measure: study {result.study.study_name!r} holds its trials, "
-              f"guard and validation, and {args.out} holds what it wrote — {result.headline}")  # fmt: skip
+              f"guard and validation, and {args.out} holds what it wrote — {said}")  # fmt: skip
         print(f"load it: {result.load}")
         return 0
     print("\n" + result.headline)
-    for what, where in result.files:
+    files = result.files
+    for what, where in files:
         print(f"  {what}: {where}")
+    if result.finetuned is not None:  # what to ship now: last, above the load line
+        print("\n" + result.finetuned.headline)
+        files = result.finetuned.files
+        for what, where in files:
+            print(f"  {what}: {where}")
     print(f"load it: {result.load}")
-    gguf = next((where for what, where in result.files if where.endswith(".gguf")), None)
+    gguf = next((where for what, where in files if where.endswith(".gguf")), None)
     if gguf is not None:
         print(f"run it in llama.cpp: llama-cli -m {gguf} -c {length}")
     return 0

@@ -19,9 +19,12 @@ EXAMPLES = """examples:
   longrope-opt finetune --factors factors-16k.json --steps 4 --output ft-16k
   # PoSE: 4k real tokens per step at positions spread over 16k (a fraction of a full step)
   longrope-opt finetune --factors factors-16k.json --steps 8 --pose-tokens 4096 --output ft-16k
-  # PoSE with mixed windows: 8k real tokens spread to 64k, a fifth of them kept inside the 8k
-  # window under the original RoPE; killed? the same command resumes from ft-64k-checkpoints/
-  longrope-opt finetune --factors smol-64k/factors.json --steps 200 --grad-accum 4 --pose-tokens 8192 --short-share 0.2 --warmup-steps 10 --output ft-64k
+  # PoSE with mixed windows: 8k real tokens spread to 64k, a fifth of the samples (the default
+  # share) kept inside the 8k window under the original RoPE; killed? the same command resumes
+  # from ft-64k-checkpoints/
+  longrope-opt finetune --factors smol-64k/factors.json --steps 200 --grad-accum 4 --pose-tokens 8192 --warmup-steps 10 --output ft-64k
+  # and as a GGUF for llama.cpp / Ollama (the trained weights, quantized as the model's own GGUF)
+  longrope-opt finetune --factors smol-64k/factors.json --steps 200 --pose-tokens 8192 --short-share 0.2 --output ft-64k --gguf ft-64k.gguf
   # LoRA (rank 16) for a GPU that cannot hold full fine-tuning; the adapter lands in ft-64k/adapter
   longrope-opt finetune --factors smol-64k/factors.json --steps 200 --pose-tokens 8192 --lora 16 --output ft-64k-lora
   # the best formula fine-tuned alike (same text, order, seed, steps, schedule), to compare
@@ -84,9 +87,10 @@ def add_parser(sub: Any) -> None:
     train.add_argument(
         "--short-share",
         type=float,
-        default=0.0,
+        default=None,
         help="with --pose-tokens: the share of samples kept inside the trained window under the "
-        "original RoPE (LongRoPE2's mixed context windows; default 0, not yet measured)",
+        "original RoPE (LongRoPE2's mixed context windows; default 0.2 with --pose-tokens, "
+        "chosen, its 4k cost measured in the results; 0: PoSE samples only)",
     )
     train.add_argument(
         "--save-steps",
@@ -118,6 +122,10 @@ def add_parser(sub: Any) -> None:
     )
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", required=True, help="model directory to write")
+    out.add_argument("--gguf", default=None, metavar="PATH",
+                     help="also write the fine-tuned model as a GGUF for llama.cpp / Ollama "
+                     "(its trained weights in the model's own GGUF layout and types; a "
+                     "Modelfile beside it). The model must come as a GGUF: smollm2-135m does")  # fmt: skip
     out.add_argument("--checkpoints", default=None, metavar="DIR",
                      help="Trainer's checkpoints, where a rerun resumes (default: OUTPUT-checkpoints)")  # fmt: skip
     add_overwrite_flag(out)
@@ -132,7 +140,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags, call `longrope_opt.pipeline.finetune_and_export`, report the run."""
-    if not 0.0 <= args.short_share < 1.0:
+    if args.short_share is not None and not 0.0 <= args.short_share < 1.0:
         raise InvalidArgumentError(f"`--short-share` must be in [0, 1), got {args.short_share}.")
     if args.short_share and args.pose_tokens is None:
         raise InvalidArgumentError("`--short-share` needs `--pose-tokens` (mixed windows mix PoSE "
@@ -151,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"`--seed` must be an integer >= 0, got {args.seed}.")
     # on use: `--help` and bad input stay light (torch loads in seconds)
     from longrope_opt.pipeline import finetune_and_export
+    from longrope_opt.training import SHORT_SHARE
+
+    if args.short_share is None:  # mixed windows come with PoSE
+        args.short_share = SHORT_SHARE if args.pose_tokens is not None else 0.0
 
     result, out, length = finetune_and_export(
         args.output, factors=args.factors, study_name=args.study_name, method=args.method,
@@ -163,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         autocast_dtype=None if args.autocast == "none" else args.autocast,
         gradient_checkpointing=args.gradient_checkpointing, pose_tokens=args.pose_tokens,
         short_share=args.short_share, save_steps=args.save_steps, checkpoints=args.checkpoints,
-        lora=args.lora,
+        lora=args.lora, gguf=args.gguf,
     )  # fmt: skip
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun the first process reports
         return 0
@@ -174,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
     if result.resumed_from:
         print(f"resumed from {result.resumed_from}")
     print(f"wrote {out} (rope type longrope, max_position_embeddings {length})")
+    if args.gguf is not None:
+        print(f"wrote {args.gguf}; run it in llama.cpp: llama-cli -m {args.gguf} -c {length}")
     if result.adapter is not None:
         print(f"LoRA adapter (merged into {out}): {out / 'adapter'}; peft loads it on the model "
               "extended with the same factors: PeftModel.from_pretrained(AutoModelForCausalLM."

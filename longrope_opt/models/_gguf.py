@@ -1,7 +1,8 @@
 """`export_gguf`: the extended model as a GGUF that llama.cpp runs at its new length.
 
 The source GGUF's tensors are copied byte for byte (a quantized model stays quantized, nothing is
-re-quantized); what changes is RoPE metadata and one or two tiny tensors of per-dimension factors,
+re-quantized), or, for a fine-tuned model, taken from its weights in the same layout and types
+(`longrope_opt.models._gguf_weights`); what changes is RoPE metadata and one or two tiny tensors of per-dimension factors,
 each rotary frequency divided by its factor (exactly λ, composed with the checkpoint's own ν):
 
 - form ``"longrope"``: ``rope.scaling.type = longrope`` with ``rope_factors_long`` and
@@ -32,6 +33,7 @@ from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.models._aliases import ALIASES
 from longrope_opt.models._aliases import alias_gguf
 from longrope_opt.models._export import as_pair
+from longrope_opt.models._gguf_weights import model_tensors
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
@@ -148,6 +150,7 @@ def export_gguf(
     target_length: int,
     form: str = "longrope",
     drop_n_hat: bool = False,
+    weights: Any = None,
 ) -> GgufExport:
     """Write `source` with `scaling` as its RoPE to `output`, a GGUF llama.cpp runs at `target_length`.
 
@@ -159,6 +162,9 @@ def export_gguf(
         target_length: The context length the factors are for.
         form: ``"longrope"`` (long and short factors, chosen by context size) or ``"freqs"``.
         drop_n_hat: Write a winner with n̂ > 0 without its n̂ (GGUF has no slot for it).
+        weights: A model whose weights replace the source's (a fine-tuned model: its GGUF
+            holds the trained weights, in the source's layout and tensor types where gguf can
+            quantize to them, `longrope_opt.models._gguf_weights`). None: the source's, copied.
 
     Returns:
         What was written.
@@ -207,14 +213,16 @@ def export_gguf(
     }  # fmt: skip
     # a source's own linear/yarn factor would scale on top of the factors: they replace it
     dropped = {f"{arch}.rope.scaling.factor", f"{arch}.rope.scaling.finetuned"}
-    tensors = ({"rope_factors_long.weight": long, "rope_factors_short.weight": short}
-               if form == "longrope" else {"rope_freqs.weight": long})  # fmt: skip
+    f32 = gguf.GGMLQuantizationType.F32
+    tensors = ({"rope_factors_long.weight": (long, f32), "rope_factors_short.weight": (short, f32)}
+               if form == "longrope" else {"rope_freqs.weight": (long, f32)})  # fmt: skip
+    replaced = {} if weights is None else model_tensors(reader, weights, arch, skip=FACTOR_TENSORS)
     out.parent.mkdir(parents=True, exist_ok=True)
     # write beside the target and rename at the end: a killed export leaves no half file
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}-", suffix=".part")
     os.close(fd)
     try:
-        _write(reader, Path(tmp), arch, keys, dropped, tensors)
+        _write(reader, Path(tmp), arch, keys, dropped, tensors, replaced)
         umask = os.umask(0)  # mkstemp makes a private file; the export is an ordinary one
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -234,10 +242,12 @@ def _write(
     arch: str,
     keys: dict[str, tuple[Any, Any]],
     dropped: set[str],
-    tensors: dict[str, np.ndarray],
+    tensors: dict[str, tuple[np.ndarray, Any]],
+    replaced: dict[str, tuple[np.ndarray, Any]],
 ) -> None:
-    """Copy `reader`'s metadata (with `keys` set, `dropped` removed) and tensors (the factor
-    tensors replaced by `tensors`) to `path`, as gguf's own ``gguf_new_metadata`` copies."""
+    """Copy `reader`'s metadata (with `keys` set, `dropped` removed) and tensors (those named in
+    `replaced` taken from there instead, the factor tensors replaced by `tensors`, each
+    ``(data, GGML type)``) to `path`, as gguf's own ``gguf_new_metadata`` copies."""
     import gguf  # on use, as in `export_gguf`: `longrope_opt.models` stays light
 
     writer = gguf.GGUFWriter(str(path), arch=arch, endianess=reader.endianess)
@@ -252,17 +262,15 @@ def _write(
         writer.add_key_value(name, field.contents(), kind, sub_type=sub)
     for name, (value, kind) in keys.items():
         writer.add_key_value(name, value, kind)
-    kept = [t for t in reader.tensors if t.name not in FACTOR_TENSORS]
-    for t in kept:
-        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
-    for name, data in tensors.items():
-        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes,
-                               gguf.GGMLQuantizationType.F32)  # fmt: skip
+    # the source's order, each tensor its own or its replacement; then the factor tensors
+    kept = [(t.name, replaced.get(t.name, (t.data, t.tensor_type))) for t in reader.tensors
+            if t.name not in FACTOR_TENSORS]  # fmt: skip
+    written = kept + list(tensors.items())
+    for name, (data, kind) in written:
+        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for t in kept:
-        writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
-    for data in tensors.values():
-        writer.write_tensor_data(data)
+    for _, (data, _) in written:
+        writer.write_tensor_data(data, tensor_endianess=reader.endianess)
     writer.close()

@@ -1,7 +1,7 @@
 """What every command does, as one function each (the CLI parses, checks and prints).
 
 `extend` is the whole path: it searches, re-ranks, guards, validates and exports a model in one
-study, its stages sized to a budget (`make_plan`) and run by the same
+study (and with `finetune`, fine-tunes the winner and the best formula alike: `Finetune`), its stages sized to a budget (`make_plan`) and run by the same
 `longrope_opt.studies.run_stages` as every search. `validate_candidates`, `compare_methods`,
 `export_winner` and `finetune_and_export` are `validate`, `eval`, `export` and `finetune`.
 """
@@ -18,7 +18,10 @@ from longrope_opt.pipeline._extend import ExtendResult
 from longrope_opt.pipeline._extend import extend
 from longrope_opt.pipeline._extend import extend_config
 from longrope_opt.pipeline._extend import time_forward
+from longrope_opt.pipeline._extend_stages import extend_stages
 from longrope_opt.pipeline._finetune import finetune_and_export
+from longrope_opt.pipeline._finetune_stage import Finetune
+from longrope_opt.pipeline._finetune_stage import FinetuneOutcome
 from longrope_opt.pipeline._gguf import export_winner_gguf
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import format_seconds
@@ -39,6 +42,8 @@ __all__ = [
     "SEEDS",
     "Export",
     "Exported",
+    "Finetune",
+    "FinetuneOutcome",
     "MethodTable",
     "ExtendResult",
     "Outcome",
@@ -50,6 +55,7 @@ __all__ = [
     "export_winner",
     "export_winner_gguf",
     "extend_config",
+    "extend_stages",
     "finetune_and_export",
     "format_seconds",
     "make_plan",

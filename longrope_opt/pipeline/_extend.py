@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import optuna
-from tqdm.auto import tqdm
-
 from longrope_opt import record
+from longrope_opt.data import PERL_DOC
 from longrope_opt.data import check_source
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import DEFAULT_MARGIN
@@ -32,33 +30,30 @@ from longrope_opt.models import DEFAULT_MODEL
 from longrope_opt.models import check_gguf_arch
 from longrope_opt.models import device_name
 from longrope_opt.models import gguf_source
-from longrope_opt.models import read_config
 from longrope_opt.models import read_gguf_arch
 from longrope_opt.models import resolve_device
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
-from longrope_opt.patching import check_supported
+from longrope_opt.pipeline._extend_checks import already_shipped
+from longrope_opt.pipeline._extend_checks import check_past_window
+from longrope_opt.pipeline._extend_checks import forget
+from longrope_opt.pipeline._extend_checks import new_file as new_storage_file
+from longrope_opt.pipeline._extend_checks import stored_passkey_form
+from longrope_opt.pipeline._extend_stages import extend_stages
+from longrope_opt.pipeline._extend_stages import finetune_plan
+from longrope_opt.pipeline._extend_stages import run_counted
+from longrope_opt.pipeline._finetune_stage import Finetune
+from longrope_opt.pipeline._finetune_stage import FinetuneOutcome
 from longrope_opt.pipeline._plan import Plan
 from longrope_opt.pipeline._plan import make_plan
 from longrope_opt.pipeline._plan import parse_budget
-from longrope_opt.pipeline._stages import Export
 from longrope_opt.pipeline._stages import Outcome
-from longrope_opt.pipeline._stages import Validate
-from longrope_opt.pipeline._stages import file_stamps
 from longrope_opt.pipeline._stages import finished_count
 from longrope_opt.pipeline._stages import headline
 from longrope_opt.pipeline._stages import held_out_documents
 from longrope_opt.samplers import next_queued_params
-from longrope_opt.studies import Guard
-from longrope_opt.studies import Rerank
 from longrope_opt.studies import SearchConfig
-from longrope_opt.studies import Stage
-from longrope_opt.studies import Trials
-from longrope_opt.studies import open_existing
 from longrope_opt.studies import prepare
-from longrope_opt.studies import resolve_storage_url
-from longrope_opt.studies import run_stages
-from longrope_opt.studies import storage_file
 
 
 logger = logging.getLogger(__name__)
@@ -115,6 +110,8 @@ class ExtendResult:
         seconds: Seconds each stage took in this call.
         nothing_left: True when every stage was already in the study and the store and `out`
             still held what was written: nothing was measured or written again.
+        finetuned: With `finetune`: the fine-tuning stage's `FinetuneOutcome` (its verdict
+            after fine-tuning, what to ship now, `load` names it).
     """
 
     study: Any
@@ -127,6 +124,7 @@ class ExtendResult:
     summary: Any
     seconds: dict[str, float]
     nothing_left: bool = False
+    finetuned: FinetuneOutcome | None = None
 
 
 def extend(
@@ -154,6 +152,9 @@ def extend(
     passkey_form: str = "single",
     gguf: bool | None = None,
     warm_start: str | None = None,
+    finetune: int | None = None,
+    finetune_corpus: str = PERL_DOC,
+    finetune_settings: dict[str, Any] | None = None,
 ) -> ExtendResult:
     """Extend `model` to `target_length` tokens and write a model you can ship to `out`.
 
@@ -200,6 +201,15 @@ def extend(
             LongRoPE extends 256k → 2048k): its ``factors.json`` or ``"study:NAME"``, carried to
             `target_length` (`longrope_opt.studies.enqueue_warm_start`). None: none, or what
             the resumed study has.
+        finetune: Then fine-tune the winner and the best formula alike for this many steps,
+            validate both and ship the better (`longrope_opt.pipeline.Finetune`): PoSE to
+            `target_length` from samples of the trained length, mixed windows. Not in the
+            budget's plan: its steps come on top. None: no fine-tuning.
+        finetune_corpus: The fine-tuning's text (default: Perl's manual, neither the search's
+            built-in corpus nor held-out books).
+        finetune_settings: More `finetune_and_export` settings (``learning_rate``,
+            ``warmup_steps``, ``grad_accum``, ``pose_tokens``, ``short_share``, ``save_steps``,
+            ``lora``).
 
     Returns:
         An `ExtendResult`.
@@ -219,12 +229,13 @@ def extend(
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")
-    _check_past_window(model, target_length, trained_length)
+    check_past_window(model, target_length, trained_length)
+    tuning = finetune_plan(finetune, finetune_corpus, finetune_settings)
     config = extend_config(model, target_length, corpus=corpus, seed=seed,
                            trained_length=trained_length, warm_start=warm_start)  # fmt: skip
     name = study_name or f"extend-{config.default_study_name()}"
     if passkey_form == "auto":  # a study keeps its form: resumed on another device too
-        passkey_form = _stored_passkey_form(storage, name) or passkey_form
+        passkey_form = stored_passkey_form(storage, name) or passkey_form
     config = dataclasses.replace(config, passkey_form=resolve_passkey_form(passkey_form, device))
     context = {"held_out": held_out, "seed": seed, "margin": margin}
     if config.passkey_form != "single":  # (a study shipped before the forms: single)
@@ -235,156 +246,82 @@ def extend(
         # a model with no GGUF, or one llama.cpp cannot rescale, is one line before anything runs
         check_gguf_arch(read_gguf_arch(gguf_source(model)))
         context["gguf"] = True
-    done = _already_shipped(storage, name, out, context)
+    if tuning:  # (a study shipped before fine-tuning: none)
+        context["finetune"] = {"corpus": finetune_corpus, **tuning}
+    done = already_shipped(storage, name, out, context)
     if done is not None:
-        logger.debug("nothing left to measure: %s", done.headline)
-        return done
-    new_file = _new_file(storage)
-    existed = _stored_passkey_form(storage, name, exists=True) is not None
+        study, shipped, stored_plan = done
+        files = [(what, where) for what, where, _ in shipped["files"]]
+        after = shipped.get("finetuned")
+        finetuned = FinetuneOutcome.from_dict(after) if after else None
+        logger.debug("nothing left to measure: %s", shipped["headline"])
+        return ExtendResult(
+            study=study, plan=stored_plan, verdict=shipped["verdict"],
+            reference=shipped["reference"], headline=shipped["headline"], files=files,
+            load=finetuned.load if finetuned else _load_line(files[0][1]), summary=None,
+            seconds={}, nothing_left=True, finetuned=finetuned,
+        )  # fmt: skip
+    new_file = new_storage_file(storage)
+    existed = stored_passkey_form(storage, name, exists=True) is not None
     search = prepare(config, storage=storage, study_name=name, dtype=dtype, device=device,
                      attn=attn, fuse=fuse, heartbeat_interval=heartbeat_interval, progress=progress)  # fmt: skip
+    plan, resumed = _sized_plan(search, seconds_budget, trials, held_out, seed, existed, new_file)
+    if on_plan is not None:  # the caller shows the plan (the CLI prints it)
+        on_plan(plan, resumed)
+    else:
+        logger.info("extend %s: %s", name, plan.describe(target_length))
+    outcome = Outcome()
+    stages = extend_stages(plan, out, outcome, held_out=held_out, seed=seed, margin=margin,
+                           context=context, gguf=gguf, graceful_interrupt=graceful_interrupt,
+                           finetune=tuning, finetune_corpus=finetune_corpus, device=device,
+                           attn=attn)  # fmt: skip
+    seconds = run_counted(search, stages, plan, progress)
+    tuned = next((s.result for s in stages if isinstance(s, Finetune)), None)
+    return ExtendResult(
+        study=search.study, plan=plan, verdict=outcome.verdict, reference=outcome.reference,
+        headline=headline(outcome), files=outcome.files,
+        load=tuned.load if tuned else _load_line(outcome.files[0][1]), summary=outcome.summary,
+        seconds=seconds, finetuned=tuned,
+    )  # fmt: skip
+
+
+def _sized_plan(
+    search: Any, budget: float | None, trials: int | None, held_out: str, seed: int,
+    existed: bool, new_file: Path | None,
+) -> tuple[Plan, bool]:  # fmt: skip
+    """The study's stored plan (and whether it was), else a new one sized by one timed forward
+    and stored; enough held-out documents checked before any trial. A refusal forgets a study
+    this call made, never another."""
+    config = search.config
     stored = record.read_plan(search.study)
     try:
         plan = Plan.from_dict(stored) if stored else make_plan(
-            time_forward(search), budget=seconds_budget, trials=trials, seeds=len(SEEDS),
+            time_forward(search), budget=budget, trials=trials, seeds=len(SEEDS),
             samples=config.samples, retrieval_keys=config.retrieval_keys,
-            passkey_form=config.passkey_form or "single", length=target_length,
+            passkey_form=config.passkey_form or "single", length=config.target_length,
         )  # fmt: skip
         held_out_documents(search, held_out, plan.held_out_docs, seed)  # enough left, before a trial
     except InvalidArgumentError:
-        if not existed:  # refused before its first trial (a budget under one forward): the
-            _forget(search.study, new_file)  # study this call made is forgotten, never another
+        if not existed:  # refused before its first trial (a budget under one forward)
+            forget(search.study, new_file)
         raise
     here = device_name(next(search.model.parameters()).device)  # what the plan is timed on
     if not stored:
         plan = dataclasses.replace(plan, machine=here)
         record.write_plan(search.study, plan.to_dict())
-    else:  # the time left and the progress bar start where the study is
-        guarded = record.read_guard(search.study).get("winner") is not None
-        # a plan stored before plans named their machine: the CPU the study's provenance names
-        compute = record.read_provenance(search.study).get("compute", {})
-        began = plan.machine or (compute.get("cpu") if compute.get("device") == "cpu" else None)
-        plan = dataclasses.replace(plan, finished=finished_count(search.study), here=here,
-                                   machine=began, guard_done=guarded and plan.guard_keys > 0)  # fmt: skip
-    if on_plan is not None:  # the caller shows the plan (the CLI prints it)
-        on_plan(plan, bool(stored))
-    else:
-        logger.info("extend %s: %s", name, plan.describe(target_length))
-    outcome = Outcome()
-    stages: list[Stage] = [
-        Trials(plan.trials, graceful_interrupt=graceful_interrupt),
-        Rerank(0),
-        Guard(plan.guard_keys),
-        Validate(held_out, plan.held_out_docs, plan.validation_keys, plan.classic, out, outcome,
-                 seed=seed, margin=margin),  # fmt: skip
-        Export(out, outcome, context, gguf=gguf),
-    ]
-    forwards = plan.forwards()
-    # Forwards are fractional: one decimal, or the sum of the stages shows as 50.699999999999996.
-    overall = tqdm(total=round(sum(forwards.values()), 1), initial=round(plan.done_forwards(), 1),
-                   desc="extend", unit="fwd", disable=not progress, position=0,
-                   bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} fwd [{elapsed}<{remaining}]")  # fmt: skip
-
-    reached = [plan.done_forwards()]  # counted at the start
-
-    def advance(stage: Any) -> None:
-        # to the stage's end, counted whole (rounded once: the parts' roundings would add up)
-        reached[0] += forwards.get(stage.name, 0.0) - plan.done_by_stage().get(stage.name, 0.0)
-        overall.update(round(round(reached[0], 1) - overall.n, 1))
-
-    try:
-        seconds = run_stages(search, stages, on_stage=advance)
-    finally:
-        overall.close()
-    model_dir = outcome.files[0][1]
-    return ExtendResult(
-        study=search.study, plan=plan, verdict=outcome.verdict, reference=outcome.reference,
-        headline=headline(outcome), files=outcome.files,
-        load=f"AutoModelForCausalLM.from_pretrained({model_dir!r})", summary=outcome.summary,
-        seconds=seconds,
-    )  # fmt: skip
+        return plan, False
+    # the time left and the progress bar start where the study is
+    guarded = record.read_guard(search.study).get("winner") is not None
+    # a plan stored before plans named their machine: the CPU the study's provenance names
+    compute = record.read_provenance(search.study).get("compute", {})
+    began = plan.machine or (compute.get("cpu") if compute.get("device") == "cpu" else None)
+    plan = dataclasses.replace(plan, finished=finished_count(search.study), here=here,
+                               machine=began, guard_done=guarded and plan.guard_keys > 0)  # fmt: skip
+    return plan, True
 
 
-def _new_file(storage: Any) -> Path | None:
-    """The SQLite or journal file `storage` names when it does not exist yet (this call would
-    create it), else None."""
-    if storage is not None and not isinstance(storage, str):
-        return None
-    path = storage_file(resolve_storage_url(storage))
-    return path if path is not None and not path.exists() else None
-
-
-def _forget(study: optuna.Study, new_file: Path | None) -> None:
-    """Undo what a refused `extend` wrote: its new study, and the file it created for it."""
-    optuna.delete_study(study_name=study.study_name, storage=study._storage)
-    if new_file is not None:
-        engine = getattr(study._storage, "engine", None)
-        if engine is not None:
-            engine.dispose()
-        for path in (new_file, new_file.with_name(new_file.name + "-journal")):
-            path.unlink(missing_ok=True)
-
-
-def _check_past_window(model: str, target_length: int, trained_length: int | None) -> None:
-    """`extend` only reaches past the trained window: a shorter target is one line that says
-    what to give instead, before a database or a weight is touched (a config that cannot be
-    read without loading is checked by the search after the load)."""
-    model_config = read_config(model, trained_length=trained_length)
-    if model_config is None:
-        return
-    trained = check_supported(model_config).original_length
-    if target_length <= trained:
-        raise InvalidArgumentError(
-            f"`target_length` must be > the trained length {trained}, got {target_length}: "
-            f"`extend` reaches past the trained window (2x is {2 * trained}); for a checkpoint "
-            "trained on shorter text than its config says, give `trained_length`."
-        )
-
-
-def _stored_passkey_form(storage: Any, name: str, *, exists: bool = False) -> str | None:
-    """The passkey form of study `name`'s search (None: no such study, or no search stored).
-    With `exists`: ``""`` for a study that exists without a search stored."""
-    held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
-    try:
-        study = None if held is None else optuna.load_study(study_name=name, storage=held)
-    except KeyError:
-        study = None
-    if study is None:
-        return None
-    stored = record.read_config(study)
-    if stored is None:
-        return "" if exists else None
-    return str(stored[0].get("passkey_form", "single"))
-
-
-def _already_shipped(
-    storage: Any, name: str, out: Path, context: dict[str, Any]
-) -> ExtendResult | None:
-    """The result of a finished `extend` when nothing is left to do: the study holds the trials
-    it exported from, the export was made for this folder, held-out text, seed and margin, and
-    every file it wrote is still there unchanged. None otherwise (then the stages run, and each
-    skips what its record says is done). Reads the study only: no model loads."""
-    held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
-    try:
-        study = None if held is None else optuna.load_study(study_name=name, storage=held)
-    except KeyError:
-        study = None
-    if study is None:
-        return None
-    shipped, stored = record.read_shipped(study), record.read_plan(study)
-    if not shipped or not stored or shipped.get("out") != str(out.resolve()):
-        return None
-    if shipped.get("context") != context or shipped.get("trials") != finished_count(study):
-        return None
-    if any(file_stamps(Path(where)) != stamps for _, where, stamps in shipped["files"]):
-        return None
-    files = [(what, where) for what, where, _ in shipped["files"]]
-    return ExtendResult(
-        study=study, plan=Plan.from_dict(stored), verdict=shipped["verdict"],
-        reference=shipped["reference"], headline=shipped["headline"], files=files,
-        load=f"AutoModelForCausalLM.from_pretrained({files[0][1]!r})", summary=None,
-        seconds={}, nothing_left=True,
-    )  # fmt: skip
+def _load_line(model_dir: str) -> str:
+    return f"AutoModelForCausalLM.from_pretrained({model_dir!r})"
 
 
 def time_forward(search: Any) -> float:

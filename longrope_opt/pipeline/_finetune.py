@@ -15,9 +15,14 @@ from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import CLASSIC
 from longrope_opt.evaluation import classic_rows
+from longrope_opt.models import check_gguf_arch
+from longrope_opt.models import check_gguf_output
 from longrope_opt.models import check_output_dir
+from longrope_opt.models import export_gguf
 from longrope_opt.models import export_model
+from longrope_opt.models import gguf_source
 from longrope_opt.models import load_model
+from longrope_opt.models import read_gguf_arch
 from longrope_opt.rope import RopeScaling
 from longrope_opt.rope import RopeSpec
 from longrope_opt.rope import ShortLongScaling
@@ -51,6 +56,8 @@ def finetune_and_export(
     overwrite: bool = False,
     save_dtype: str = "bfloat16",
     checkpoints: str | Path | None = None,
+    trained_length: int | None = None,
+    gguf: str | Path | None = None,
     **training: Any,
 ) -> tuple[FinetuneResult, Path, int]:
     """Fine-tune `model` with searched factors on long samples, then save it with them.
@@ -75,6 +82,11 @@ def finetune_and_export(
         save_dtype: Dtype of the saved weights.
         checkpoints: Trainer's checkpoint folder, where a rerun resumes (default: the output's
             name with ``-checkpoints``, beside it).
+        trained_length: The checkpoint's trained length when its config says otherwise
+            (default: what the study's search was told, else the config's).
+        gguf: Also write the fine-tuned model here as a GGUF for llama.cpp (its trained weights
+            in the layout and tensor types of `model`'s own GGUF, `export_gguf`'s ``weights``),
+            a Modelfile beside it. `model` must come as a GGUF (``smollm2-135m`` does).
         **training: `longrope_opt.training.finetune`'s settings (``steps``, ``learning_rate``,
             ``warmup_steps``, ``grad_accum``, ``autocast_dtype``, ``gradient_checkpointing``,
             ``pose_tokens``, ``short_share``, ``save_steps``).
@@ -90,6 +102,9 @@ def finetune_and_export(
     if seed < 0:
         raise InvalidArgumentError(f"`seed` must be an integer >= 0, got {seed}.")
     check_output_dir(output, overwrite=overwrite, source=model, param="output")
+    if gguf is not None:  # before anything loads: a free name, a model that has a GGUF
+        check_gguf_output(gguf, param="gguf")
+        check_gguf_arch(read_gguf_arch(gguf_source(model)))
     if sum(map(bool, (factors, study_name, method))) != 1:
         raise InvalidArgumentError("give exactly one of `factors`, `study_name` or `method`.")
     if method is not None and method not in CLASSIC[1:]:
@@ -104,7 +119,8 @@ def finetune_and_export(
     if not length:
         raise InvalidArgumentError("the factors record no target length; give `target_length`.")
     # The trained length the search was told (if any), so the factors mean what they meant there.
-    trained = stored_trained_length(load_named_study(held, str(study_name))) if held else None
+    trained = trained_length or (
+        stored_trained_length(load_named_study(held, str(study_name))) if held else None)
     lm, tokenizer = load_model(model, dtype="float32", device=device, attn=attn,
                                trained_length=trained)  # fmt: skip
     spec = RopeSpec.from_config(lm.config)
@@ -143,6 +159,9 @@ def finetune_and_export(
         adapter, lm = result.adapter, result.adapter.merge_and_unload()
     out = export_model(lm, tokenizer, output, scaling, target_length=length, dtype=save_dtype,
                        metadata=meta, overwrite=overwrite)  # fmt: skip
+    if gguf is not None:
+        export_gguf(gguf_source(model), gguf, scaling, spec=spec, target_length=length,
+                    weights=lm)  # fmt: skip
     if result.adapter is not None:
         # beside the merged weights, a few MB: peft loads it on the model extended with the same
         # factors before fine-tuning (`export --model-dir`), for a comparison re-checked elsewhere

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
+
 from longrope_opt.data import check_source
 from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
@@ -93,7 +95,7 @@ def validate_candidates(
     Args:
         studies: Study names (their winners: plain best, re-ranked, guarded).
         factors: Factor files (`export_best`'s JSON).
-        storage: Where the studies are.
+        storage: Where the studies are: a URL, or an open Optuna storage.
         store: Where measurements are kept (default `storage`).
         top: Also each study's `top` best trials.
         corpus: The held-out text; every document a study read is left out.
@@ -144,8 +146,12 @@ def validate_candidates(
         _open_store(store, existing=True)
     # studies are read from a storage that must exist; the measurements of classic rows alone
     # go to one that is created once every argument has been checked
-    url = resolve_storage_url(storage)
-    held = make_storage(url, must_exist=True) if studies else open_existing(url)
+    held: optuna.storages.BaseStorage | None
+    if isinstance(storage, optuna.storages.BaseStorage):  # a caller's open storage (`extend`)
+        url, held = "", storage
+    else:
+        url = resolve_storage_url(storage)
+        held = make_storage(url, must_exist=True) if studies else open_existing(url)
     loaded = [load_named_study(held, name) for name in studies]
     candidates = [row for s in loaded for row in study_rows(s, top=top)]
     candidates += factor_rows(factors)

@@ -7,8 +7,9 @@ from longrope_opt.training._finetune import ChunkedLoss
 from longrope_opt.training._finetune import FinetuneResult
 from longrope_opt.training._finetune import finetune
 from longrope_opt.training._lora import add_lora
+from longrope_opt.training._pose import SHORT_SHARE
 from longrope_opt.training._pose import PoseSamples
 from longrope_opt.training._pose import pose_positions
 
 
-__all__ = ["ChunkedLoss", "FinetuneResult", "PoseSamples", "add_lora", "finetune", "pose_positions"]
+__all__ = ["SHORT_SHARE", "ChunkedLoss", "FinetuneResult", "PoseSamples", "add_lora", "finetune", "pose_positions"]

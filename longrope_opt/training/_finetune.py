@@ -273,13 +273,46 @@ def _in_order_trainer(*, progress: bool, **kwargs: Any) -> Any:
     N-th batch see exactly the items one uninterrupted process sees. Its logs reach no stdout
     (library code does not print): the progress bar shows the step's loss instead."""
     # on use, as in `finetune`: Trainer pulls in accelerate and the optimizers
+    import safetensors.torch
     from transformers import Trainer
+    from transformers.trainer import TRAINING_ARGS_NAME
     from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_callback import ProgressCallback
+    from transformers.utils import SAFE_WEIGHTS_NAME
 
     class InOrderTrainer(Trainer):
         def _get_train_sampler(self, *args: Any, **kw: Any) -> Any:
             return torch.utils.data.SequentialSampler(self.train_dataset)  # type: ignore[arg-type]
+
+        def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+            # Trainer saves a module that is no PreTrainedModel (our loss wrapper) with
+            # safetensors' save_file, which refuses tensors shared by two names: a model that
+            # ties its embeddings to its LM head (SmolLM2) could not checkpoint. save_model
+            # keeps one name of each; a resume loads non-strictly into the tied parameter.
+            if state_dict is not None or not self.args.should_save:
+                return super()._save(output_dir, state_dict)
+            folder = Path(output_dir or str(self.args.output_dir))
+            folder.mkdir(parents=True, exist_ok=True)
+            assert self.model is not None
+            safetensors.torch.save_model(self.model, str(folder / SAFE_WEIGHTS_NAME),
+                                         metadata={"format": "pt"})  # fmt: skip
+            torch.save(self.args, folder / TRAINING_ARGS_NAME)
+
+        def _issue_warnings_after_load(self, load_result: Any) -> None:
+            # the names save_model dropped are other names of loaded tensors (tied weights);
+            # any other key missing or unexpected would resume from other weights: an error
+            names: dict[int, list[str]] = {}
+            assert self.model is not None
+            for key, value in self.model.state_dict().items():
+                names.setdefault(value.data_ptr(), []).append(key)
+            tied = {k for group in names.values() if len(group) > 1 for k in group}
+            lost = [k for k in load_result.missing_keys if k not in tied]
+            if lost or load_result.unexpected_keys:
+                raise LongRopeOptError(
+                    f"the checkpoint does not hold this model's weights (missing {lost[:3]}, "
+                    f"unexpected {list(load_result.unexpected_keys)[:3]}): another model or "
+                    "LoRA setting trained it; give another checkpoint folder."
+                )
 
     class LossBar(ProgressCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:

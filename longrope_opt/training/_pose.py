@@ -23,6 +23,13 @@ import numpy as np
 import torch
 
 
+#: The share of samples kept inside the trained window under the original RoPE (LongRoPE2's
+#: mixed context windows) when fine-tuning runs PoSE, in `finetune` and `extend --finetune`.
+#: Chosen, not yet measured here: the fine-tuned 8x comparison (experiments/finetune_8x.sh)
+#: trains with it and measures its cost at 4k against the base model.
+SHORT_SHARE = 0.2
+
+
 def pose_positions(tokens: int, target: int, rng: np.random.Generator) -> np.ndarray:
     """Position ids of one PoSE sample: `tokens` ids in two chunks spread over ``0 … target − 1``.
 

@@ -11,6 +11,7 @@ from typing import Any
 from longrope_opt.viz._figures import lambda_curve_figure
 from longrope_opt.viz._figures import length_figure
 from longrope_opt.viz._figures import progress_figure
+from longrope_opt.viz._losses import loss_curve_figure
 from longrope_opt.viz._records import lambda_records
 from longrope_opt.viz._records import length_records
 from longrope_opt.viz._records import progress_records
@@ -63,6 +64,7 @@ __all__ = [
     "lambda_records",
     "length_figure",
     "length_records",
+    "loss_curve_figure",
     "progress_figure",
     "progress_records",
     "study_figures",

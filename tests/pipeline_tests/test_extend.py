@@ -89,7 +89,7 @@ def forwards(monkeypatch):
         return real_run_stages(search, stages, **kw)
 
     monkeypatch.setattr(modeling_llama.LlamaDecoderLayer, "forward", counting)
-    monkeypatch.setattr("longrope_opt.pipeline._extend.run_stages", run_stages)
+    monkeypatch.setattr("longrope_opt.pipeline._extend_stages.run_stages", run_stages)
     return counts
 
 

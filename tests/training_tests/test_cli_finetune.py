@@ -67,6 +67,8 @@ def test_finetune_with_lora_writes_the_merged_model_and_its_adapter(
         (["--lora", "0"], "`--lora` must be a rank >= 1, got 0"),
         (["--short-share", "0.2"], "`--short-share` needs `--pose-tokens`"),
         (["--short-share", "1", "--pose-tokens", "32"], "`--short-share` must be in [0, 1), got 1.0"),
+        (["--gguf", "x.bin"], "`--gguf` must end in .gguf"),
+        (["--gguf", "x.gguf"], "is not a GGUF"),  # a model directory has no GGUF to lay out
     ],
 )
 def test_finetune_bad_input(tiny_model_dir, tiny_corpus, tmp_path, capsys, extra, message) -> None:
@@ -110,3 +112,29 @@ def test_fine_tuned_alike_then_validated_side_by_side(
     err = capsys.readouterr().err
     assert main([*base[:-6], "--lengths", "64", "--classic", "none"]) == 2  # no models: refused
     assert "trained length" in capsys.readouterr().err, err
+
+
+def test_finetune_writes_the_trained_weights_as_a_gguf(tmp_path, capsys) -> None:
+    from longrope_opt.models import load_model
+    from longrope_opt.models import smollm2_gguf
+    from tests.gguf_tiny import write_tiny_llama_gguf
+
+    source = write_tiny_llama_gguf(tmp_path / "tiny.gguf", smollm2_gguf())
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(2):  # ordinary English: SmolLM2's tokenizer
+        (corpus / f"d{i}.txt").write_text(" ".join(f"the word {j} of text {i}." for j in range(300)))
+    out, path = tmp_path / "ft", tmp_path / "ft.gguf"
+    code = main(["finetune", "--model", str(source), "--corpus", str(corpus), "--factors",
+                 _factors(tmp_path / "f.json"), "--target-length", "1024", "--pose-tokens", "256",
+                 "--steps", "1", "--learning-rate", "1e-2", "--output", str(out),
+                 "--save-dtype", "float32", "--gguf", str(path)])  # fmt: skip
+    assert code == 0
+    assert f"llama-cli -m {path} -c 1024" in capsys.readouterr().out
+    assert (tmp_path / "Modelfile").read_text().startswith("FROM ./ft.gguf\n")
+    trained, _ = load_model(str(out), dtype="float32", device="cpu")
+    again, _ = load_model(str(path), dtype="float32", device="cpu")
+    theirs = again.state_dict()
+    for key, weight in trained.state_dict().items():
+        if key in theirs:  # a tied LM head is the embedding
+            np.testing.assert_array_equal(theirs[key].numpy(), weight.numpy(), err_msg=key)

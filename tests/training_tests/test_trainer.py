@@ -18,6 +18,7 @@ from longrope_opt.training import finetune
 from longrope_opt.training import pose_positions
 from tests.conftest import TINY_LENGTH
 from tests.conftest import build_tiny_model
+from tests.conftest import build_tiny_model as _build
 
 
 TARGET = 4 * TINY_LENGTH
@@ -90,9 +91,15 @@ class _Killed(Exception):
     pass
 
 
-def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("tied", [False, True])  # SmolLM2 ties its embeddings to its LM head
+def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypatch, tied) -> None:
     docs = _documents(3, TINY_LENGTH)  # PoSE reads documents of its real tokens only
+
+    def build_tiny_model(family):  # noqa: F811 - the same model, tied or not
+        return _build(family, tie_word_embeddings=tied)
+
     spec = RopeSpec.from_config(build_tiny_model("llama").config)
+
     kwargs = dict(steps=4, learning_rate=1e-3, warmup_steps=1, grad_accum=2, autocast_dtype=None,
                   pose_tokens=TINY_LENGTH, target_length=TARGET, short_share=0.25, save_steps=2,
                   chunk_size=32,
@@ -122,6 +129,8 @@ def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypa
     assert resumed.losses == pytest.approx(straight.losses, rel=1e-6)
     for (name, a), (_, b) in zip(whole.state_dict().items(), fresh.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
+    if tied:  # still one tensor after the resume
+        assert fresh.lm_head.weight.data_ptr() == fresh.model.embed_tokens.weight.data_ptr()
     # old checkpoints are pruned: disk stays bounded
     assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint-*")) == [
         "checkpoint-2",
