@@ -91,8 +91,11 @@ class _Killed(Exception):
     pass
 
 
-@pytest.mark.parametrize("tied", [False, True])  # SmolLM2 ties its embeddings to its LM head
-def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypatch, tied) -> None:
+# SmolLM2 ties its embeddings to its LM head; LoRA checkpoints the adapters inside the model
+@pytest.mark.parametrize(("tied", "lora"), [(False, None), (True, None), (True, 4)])
+def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(
+    tmp_path, monkeypatch, tied, lora
+) -> None:
     docs = _documents(3, TINY_LENGTH)  # PoSE reads documents of its real tokens only
 
     def build_tiny_model(family):  # noqa: F811 - the same model, tied or not
@@ -102,8 +105,10 @@ def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypa
 
     kwargs = dict(steps=4, learning_rate=1e-3, warmup_steps=1, grad_accum=2, autocast_dtype=None,
                   pose_tokens=TINY_LENGTH, target_length=TARGET, short_share=0.25, save_steps=2,
-                  chunk_size=32,
+                  chunk_size=32, lora=lora,
                   seed=3, progress=False)  # fmt: skip
+    if lora:
+        pytest.importorskip("peft", reason="the lora extra (in dev)")
     whole = build_tiny_model("llama")
     straight = finetune(whole, docs, yarn(spec, TARGET), output_dir=tmp_path / "a", **kwargs)
     assert len(straight.losses) == 4
@@ -129,7 +134,10 @@ def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(tmp_path, monkeypa
     assert resumed.losses == pytest.approx(straight.losses, rel=1e-6)
     for (name, a), (_, b) in zip(whole.state_dict().items(), fresh.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
-    if tied:  # still one tensor after the resume
+    if lora:  # the adapters trained (and came back from the checkpoint), the rest did not
+        trained = [k for k in fresh.state_dict() if "lora_B" in k]
+        assert trained and all(fresh.state_dict()[k].abs().sum() > 0 for k in trained)
+    elif tied:  # still one tensor after the resume
         assert fresh.lm_head.weight.data_ptr() == fresh.model.embed_tokens.weight.data_ptr()
     # old checkpoints are pruned: disk stays bounded
     assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint-*")) == [
