@@ -57,14 +57,23 @@ def check_past_window(model: str, target_length: int, trained_length: int | None
         )
 
 
+def _existing_study(storage: Any, name: str) -> optuna.Study | None:
+    """Study `name` if `storage` (a URL or an open storage) holds it; a look-up never creates
+    a database."""
+    if isinstance(storage, optuna.storages.BaseStorage):
+        held: Any = storage
+    else:
+        held = open_existing(resolve_storage_url(storage))
+    try:
+        return None if held is None else optuna.load_study(study_name=name, storage=held)
+    except KeyError:
+        return None
+
+
 def stored_passkey_form(storage: Any, name: str, *, exists: bool = False) -> str | None:
     """The passkey form of study `name`'s search (None: no such study, or no search stored).
     With `exists`: ``""`` for a study that exists without a search stored."""
-    held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
-    try:
-        study = None if held is None else optuna.load_study(study_name=name, storage=held)
-    except KeyError:
-        study = None
+    study = _existing_study(storage, name)
     if study is None:
         return None
     stored = record.read_config(study)
@@ -81,11 +90,7 @@ def already_shipped(
     held-out text, seed, margin and fine-tuning, the fine-tuning asked for is done, and every
     file it wrote is still there unchanged. None otherwise (then the stages run, and each skips
     what its record says is done). Reads the study only: no model loads."""
-    held = open_existing(resolve_storage_url(storage))  # a look-up never creates a database
-    try:
-        study = None if held is None else optuna.load_study(study_name=name, storage=held)
-    except KeyError:
-        study = None
+    study = _existing_study(storage, name)
     if study is None:
         return None
     shipped, stored = record.read_shipped(study), record.read_plan(study)
