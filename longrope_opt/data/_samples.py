@@ -78,9 +78,23 @@ def split_sources(source: str) -> list[str]:
     return parts
 
 
-def check_source(source: str) -> None:
+def check_source(source: str, *, param: str = "corpus") -> None:
     """Fail now on a corpus path that does not exist or holds no text files (before a model
-    loads); dataset names are only checked when read. `source` may name several, comma-separated."""
+    loads); dataset names are only checked when read. `source` may name several, comma-separated.
+
+    Raises:
+        DataError: One line naming `param` (``held_out``, ``finetune_corpus``: the argument
+            the text came as).
+    """
+    try:
+        _check_parts(source)
+    except DataError as exc:
+        if param == "corpus":
+            raise
+        raise DataError(str(exc).replace("`corpus`", f"`{param}`", 1)) from None
+
+
+def _check_parts(source: str) -> None:
     for part in split_sources(source):
         if part == "builtin":
             continue

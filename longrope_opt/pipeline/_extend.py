@@ -225,7 +225,7 @@ def extend(
     if seconds_budget is not None and trials is not None:
         raise InvalidArgumentError("give one of `budget` and `trials`, not both.")
     held_out = held_out or corpus
-    check_source(held_out)
+    check_source(held_out, param="held_out" if held_out != corpus else "corpus")
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise InvalidArgumentError(f"`out` {str(out)!r} is an existing file, not a folder.")

@@ -77,7 +77,7 @@ def finetune_plan(
         return {}
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InvalidArgumentError(f"`finetune` must be an integer >= 1 (steps), got {steps!r}.")
-    check_source(corpus)
+    check_source(corpus, param="finetune_corpus")
     allowed = {"learning_rate", "warmup_steps", "grad_accum", "pose_tokens", "short_share",
                "save_steps", "lora", "autocast_dtype", "gradient_checkpointing"}  # fmt: skip
     unknown = sorted(set(settings or {}) - allowed)

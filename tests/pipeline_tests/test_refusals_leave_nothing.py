@@ -45,6 +45,11 @@ def _cases(env: dict[str, str]) -> dict[str, list[str]]:
         "extend budget zero": ["extend", model, "--to", "256", "--budget", "0s"],
         "extend trials zero": ["extend", model, "--to", "256", "--trials", "0"],
         "extend missing corpus": ["extend", model, "--to", "256", "--corpus", "no-such-dir/"],
+        "extend missing held-out": ["extend", model, "--to", "256", "--corpus", corpus,
+                                    "--held-out", "no-such-dir/"],
+        "extend finetune zero": ["extend", model, "--to", "256", "--finetune", "0"],
+        "extend missing finetune corpus": ["extend", model, "--to", "256", "--corpus", corpus,
+                                           "--finetune", "2", "--finetune-corpus", "no-such/"],
         # search: a bad length and a missing base, each with a storage file in this folder
         "search length 3": ["search", "--model", model, "--corpus", corpus,
                             "--target-length", "3", "--storage", "sqlite:///s.db"],
