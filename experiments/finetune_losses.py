@@ -49,7 +49,9 @@ def main() -> None:
     # the rule the runs drew their short items by (grad_accum 1: item k-1 is step k)
     rule = PoseSamples([], tokens=1, target=1, items=0, short_share=args.short_share, seed=args.seed)
     logs = {}
-    for run in sorted(p for p in args.runs.iterdir() if p.is_dir() and not p.name.endswith("-checkpoints")):
+    # a run is its model directory once written, its checkpoint folder until then
+    names = sorted({p.name.removesuffix("-checkpoints") for p in args.runs.iterdir() if p.is_dir()})
+    for run in (args.runs / name for name in names):
         log = read_log(run)
         if log is None or not log["history"]:
             continue
