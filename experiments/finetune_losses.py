@@ -6,7 +6,7 @@ the table compares runs over the steps all of them have done, PoSE samples (posi
 the target) apart from the short ones (inside the trained window, original RoPE).
 
     python experiments/finetune_losses.py experiments/runs/finetune-8x \
-        --out experiments/results/finetune-8x
+        --out experiments/results/finetune-8x    # also losses.html: the curves
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from longrope_opt.training import PoseSamples
+from longrope_opt.viz import loss_curve_figure
 
 
 def read_log(run: Path) -> dict | None:
@@ -61,6 +62,9 @@ def main() -> None:
         if args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"{run.name}-losses.json").write_text(json.dumps(log, indent=1) + "\n")
+    if args.out is not None and logs:  # the curves as `extend --finetune`'s report draws them
+        curves = {name: [h["loss"] for h in log["history"]] for name, log in logs.items()}
+        loss_curve_figure(curves).write_html(args.out / "losses.html", include_plotlyjs="cdn")
     if not logs:
         print("no run has logged a step yet")
         return
