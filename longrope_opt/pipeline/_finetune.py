@@ -126,7 +126,7 @@ def finetune_and_export(
     spec = RopeSpec.from_config(lm.config)
     spec.scale(length)
     if scaling is None:  # the formula as `validate` measures it (its own attention scale)
-        scaling = next(r.scaling for r in classic_rows(spec, length) if r.name == method)
+        scaling = formula_scaling(spec, length, str(method))
     assert scaling is not None
     scaling.check(spec)
     # PoSE reads only its real tokens: documents that long suffice (far more of them than of
@@ -173,6 +173,12 @@ def finetune_and_export(
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
     return result, out, length
+
+
+def formula_scaling(spec: RopeSpec, length: int, name: str) -> Any:
+    """The factors of classic row `name` at `length`, as `validate` measures it (its own
+    attention scale): what a formula is fine-tuned and shipped with."""
+    return next(r.scaling for r in classic_rows(spec, length) if r.name == name)
 
 
 def finetuned_from_formula(config: Any) -> bool:

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from longrope_opt.data import PERL_DOC
-from longrope_opt.evaluation import classic_rows
+from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.models import export_gguf
 from longrope_opt.models import gguf_source
 from longrope_opt.models import load_model
 from longrope_opt.pipeline._finetune import finetune_and_export
+from longrope_opt.pipeline._finetune import formula_scaling
 from longrope_opt.pipeline._report import write_report
 from longrope_opt.pipeline._stages import Outcome
 from longrope_opt.pipeline._stages import file_stamps
@@ -99,7 +100,7 @@ class Finetune:
     classic: tuple[str, ...]
     corpus: str = PERL_DOC
     seed: int = 0
-    margin: float = 0.0
+    margin: float = DEFAULT_MARGIN
     device: str = "auto"
     attn: str | None = None
     gguf: bool = False
@@ -135,7 +136,7 @@ class Finetune:
         result.short = {name: round(stats[name].ppl / stats["none"].ppl, 4) for name in runs}
         winner = study_winner(search.study)
         shipped, scaling = (FINETUNED, winner.scaling) if verdict == "dominates" else (
-            f"{FINETUNED}-{ref}", next(r.scaling for r in classic_rows(spec, length) if r.name == ref))  # fmt: skip
+            f"{FINETUNED}-{ref}", formula_scaling(spec, length, ref))  # fmt: skip
         against = long.summary.reference[length]  # the fine-tuned formula, unless a row beat it
         result.headline = _headline(verdict, against, shipped, self.settings["steps"], result.short)
         folder = self.out / shipped

@@ -20,7 +20,6 @@ from longrope_opt.errors import DataError
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import DEFAULT_MARGIN
 from longrope_opt.evaluation import MeasurementStore
-from longrope_opt.evaluation import classic_rows
 from longrope_opt.evaluation import format_summary
 from longrope_opt.evaluation import measurement_path
 from longrope_opt.evaluation import study_rows
@@ -33,6 +32,7 @@ from longrope_opt.models import export_gguf
 from longrope_opt.models import export_model
 from longrope_opt.models import gguf_source
 from longrope_opt.models import rope_parameters
+from longrope_opt.pipeline._finetune import formula_scaling
 from longrope_opt.pipeline._report import write_report
 from longrope_opt.rope import RopeSpec
 from longrope_opt.studies import Search
@@ -156,7 +156,7 @@ class Export:
         if self.outcome.verdict != "dominates" and self.outcome.reference:
             ref = self.outcome.reference
             spec = RopeSpec.from_config(model.config)
-            scaling = next(r.scaling for r in classic_rows(spec, length) if r.name == ref)
+            scaling = formula_scaling(spec, length, ref)
             assert scaling is not None  # "none" (no scaling) is never the best row past the window
             path = self.out / f"factors-{ref}.json"
             write_text_atomic(path, json.dumps({
