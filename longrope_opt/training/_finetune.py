@@ -267,6 +267,11 @@ def finetune(
     return result
 
 
+def _trained(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters that train, by their state-dict names (contiguous, for safetensors)."""
+    return {n: p.detach().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+
+
 def _in_order_trainer(*, progress: bool, **kwargs: Any) -> Any:
     """Trainer whose sampler walks the items in order: the items carry their own shuffling
     (`PoseSamples`), so a resume that skips the first k batches and a process taking every
@@ -294,19 +299,27 @@ def _in_order_trainer(*, progress: bool, **kwargs: Any) -> Any:
             folder = Path(output_dir or str(self.args.output_dir))
             folder.mkdir(parents=True, exist_ok=True)
             assert self.model is not None
-            safetensors.torch.save_model(self.model, str(folder / SAFE_WEIGHTS_NAME),
-                                         metadata={"format": "pt"})  # fmt: skip
+            target = str(folder / SAFE_WEIGHTS_NAME)
+            trained = _trained(self.model)
+            if len(trained) < sum(1 for _ in self.model.parameters()):
+                # frozen weights (LoRA) are the base model's, which the resuming command loads
+                # again: a checkpoint of what trains is MBs (an adapter and its moments), not GBs
+                safetensors.torch.save_file(trained, target, metadata={"format": "pt"})
+            else:
+                safetensors.torch.save_model(self.model, target, metadata={"format": "pt"})
             torch.save(self.args, folder / TRAINING_ARGS_NAME)
 
         def _issue_warnings_after_load(self, load_result: Any) -> None:
             # the names save_model dropped are other names of loaded tensors (tied weights);
             # any other key missing or unexpected would resume from other weights: an error
+            # (and a checkpoint of what trains leaves out the frozen weights: the base model's)
             names: dict[int, list[str]] = {}
             assert self.model is not None
             for key, value in self.model.state_dict().items():
                 names.setdefault(value.data_ptr(), []).append(key)
             tied = {k for group in names.values() if len(group) > 1 for k in group}
-            lost = [k for k in load_result.missing_keys if k not in tied]
+            trained = _trained(self.model)
+            lost = [k for k in load_result.missing_keys if k not in tied and k in trained]
             if lost or load_result.unexpected_keys:
                 raise LongRopeOptError(
                     f"the checkpoint does not hold this model's weights (missing {lost[:3]}, "

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
+import torch
 from transformers import AutoModelForCausalLM
 
 from longrope_opt.cli import main
+from longrope_opt.evaluation import model_fingerprint
+from longrope_opt.models import is_adapter_dir
+from longrope_opt.models import load_model
+from longrope_opt.models import merged_adapter_dir
 from longrope_opt.models import read_export
 
 
@@ -54,6 +60,34 @@ def test_finetune_with_lora_writes_the_merged_model_and_its_adapter(
     assert (out / "adapter" / "adapter_config.json").is_file()
     assert not (tmp_path / "ft-checkpoints").exists()  # removed once the model is written
     AutoModelForCausalLM.from_pretrained(out)  # the merged weights load in vanilla transformers
+
+
+def test_a_lora_model_without_its_merged_weights_loads_as_the_merged_model(
+    tiny_model_dir, tiny_corpus, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LONGROPE_OPT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "ft"
+    assert main(["finetune", "--model", tiny_model_dir, "--corpus", tiny_corpus,
+                 "--factors", _factors(tmp_path / "f.json"), "--samples", "2", "--steps", "2",
+                 "--learning-rate", "1e-2", "--pose-tokens", "32", "--lora", "4",
+                 "--output", str(out)]) == 0  # fmt: skip
+    light = tmp_path / "light"  # what is committed or mailed: the merged weights deleted
+    shutil.copytree(out, light)
+    for weights in light.glob("*.safetensors"):
+        weights.unlink()
+    assert is_adapter_dir(light) and not is_adapter_dir(out)
+    whole, _ = load_model(str(out), dtype="float32", device="cpu")
+    rebuilt, _ = load_model(str(light), dtype="float32", device="cpu")
+    # the fine-tune's own export, bit for bit (bf16 save, recorded factors and training record)
+    assert whole.state_dict().keys() == rebuilt.state_dict().keys()
+    for name, value in whole.state_dict().items():
+        assert torch.equal(value, rebuilt.state_dict()[name]), name
+    assert rebuilt.config.longrope_opt == whole.config.longrope_opt
+    assert model_fingerprint(rebuilt) == model_fingerprint(whole)  # stored measurements reused
+    cached = merged_adapter_dir(light)
+    stamp = (cached / "model.safetensors").stat().st_mtime_ns
+    load_model(str(light), dtype="float32", device="cpu")  # merged once: the cache answers
+    assert (cached / "model.safetensors").stat().st_mtime_ns == stamp
 
 
 @pytest.mark.parametrize(

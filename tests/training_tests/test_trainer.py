@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import safetensors.torch
 import torch
 
 from longrope_opt import RopeSpec
@@ -137,6 +138,9 @@ def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(
     if lora:  # the adapters trained (and came back from the checkpoint), the rest did not
         trained = [k for k in fresh.state_dict() if "lora_B" in k]
         assert trained and all(fresh.state_dict()[k].abs().sum() > 0 for k in trained)
+        # and the checkpoint holds only what trains: the adapters and the norms' copies
+        saved = safetensors.torch.load_file(tmp_path / "b" / "checkpoint-4" / "model.safetensors")
+        assert saved and all("lora_" in k or "modules_to_save" in k for k in saved)
     elif tied:  # still one tensor after the resume
         assert fresh.lm_head.weight.data_ptr() == fresh.model.embed_tokens.weight.data_ptr()
     # old checkpoints are pruned: disk stays bounded
