@@ -39,6 +39,14 @@ def read_log(run: Path) -> dict | None:
     return {"finished": False, "history": history}
 
 
+def committed(out: Path | None) -> dict[str, dict]:
+    """The logs written before into `out` (``NAME-losses.json``), by run name."""
+    if out is None or not out.is_dir():
+        return {}
+    return {p.name.removesuffix("-losses.json"): json.loads(p.read_text())
+            for p in sorted(out.glob("*-losses.json"))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help="the folder finetune_8x.sh writes")
@@ -50,10 +58,15 @@ def main() -> None:
     # the rule the runs drew their short items by (grad_accum 1: item k-1 is step k)
     rule = PoseSamples([], tokens=1, target=1, items=0, short_share=args.short_share, seed=args.seed)
     logs = {}
-    # a run is its model directory once written, its checkpoint folder until then
-    names = sorted({p.name.removesuffix("-checkpoints") for p in args.runs.iterdir() if p.is_dir()})
+    # a run is its model directory once written, its checkpoint folder until then; a run not
+    # here (an earlier sitting's, its folder gone) is its committed log, unless this one is longer
+    names = sorted({p.name.removesuffix("-checkpoints") for p in args.runs.iterdir() if p.is_dir()}
+                   | set(committed(args.out)))
     for run in (args.runs / name for name in names):
         log = read_log(run)
+        kept = committed(args.out).get(run.name)
+        if kept is not None and (log is None or len(kept["history"]) > len(log["history"])):
+            log = kept
         if log is None or not log["history"]:
             continue
         for h in log["history"]:
