@@ -28,6 +28,8 @@ EXAMPLES = """examples:
   longrope-opt validate --corpus ./prose/ --lengths 16k --keys 20
   # a table written with --output, judged again (another --margin, this version's rules): no model
   longrope-opt validate --from-json t.json --margin 2%
+  # fine-tuned models validated in separate runs (one a sitting), judged as one table
+  longrope-opt validate --from-json ft-searched.json --from-json ft-yarn-cd.json --output ft
   # after fine-tuning alike: the two fine-tuned models beside the rows before fine-tuning, at 64k,
   # then inside the trained window against the base model (the short context kept)
   longrope-opt validate --study-name extend-smollm2-135m-65536 --models ft-searched --models ft-yarn-cd --corpus ./prose/ --lengths 64k --docs 3
@@ -86,9 +88,11 @@ def add_parser(sub: Any) -> None:
     add_passkey_form_flag(text, default="single")
     add_margin_flag(text)
     add_trained_length_flag(text)
-    text.add_argument("--from-json", default=None, metavar="FILE.json",
+    text.add_argument("--from-json", default=None, metavar="FILE.json", action="append",
                       help="judge a table written with --output again, measuring nothing (no "
-                      "model loads): its verdicts under this version's rules and --margin")  # fmt: skip
+                      "model loads): its verdicts under this version's rules and --margin; "
+                      "repeat it to judge tables measured apart (same documents and prompts) "
+                      "as one")  # fmt: skip
     text.add_argument("--output", default=None, metavar="PREFIX",
                       help="also write PREFIX.csv, .json, .html (figure) and .txt (the table)")  # fmt: skip
     machine = parser.add_argument_group("model and machine")

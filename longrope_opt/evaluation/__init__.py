@@ -14,6 +14,7 @@ candidate, `format_summary` / `summary_csv` / `summary_json` write it out
 
 from __future__ import annotations
 
+from longrope_opt.evaluation._merge import join_tables
 from longrope_opt.evaluation._merge import merge_validations
 from longrope_opt.evaluation._report import CONTENDERS
 from longrope_opt.evaluation._report import DEFAULT_MARGIN
@@ -67,6 +68,7 @@ __all__ = [
     "format_summary",
     "measurement_key",
     "measurement_path",
+    "join_tables",
     "merge_validations",
     "model_fingerprint",
     "paired_bootstrap",

@@ -15,7 +15,9 @@ import hashlib
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from longrope_opt.errors import ModelLoadError
 from longrope_opt.models._aliases import cache_dir
@@ -42,11 +44,13 @@ def is_adapter_dir(path: str | Path) -> bool:
     )
 
 
-def merged_adapter_dir(path: str | Path) -> Path:
+def merged_adapter_dir(path: str | Path, *, load: Callable[[str, int], tuple[Any, Any]]) -> Path:
     """The model directory `path`'s adapter makes, merged once and cached.
 
     Args:
         path: A directory for which `is_adapter_dir` holds.
+        load: ``load(base, trained_length) -> (model, tokenizer)``: the base model in float32 on
+            the CPU, as `finetune` loaded it (`load_model` passes its own).
 
     Returns:
         A model directory in ``cache_dir() / "adapters"`` holding the weights `finetune` wrote:
@@ -59,15 +63,13 @@ def merged_adapter_dir(path: str | Path) -> Path:
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     from transformers import AutoConfig
 
-    from longrope_opt.models._load import load_model  # the base loads as any model does
-
     folder = Path(path).expanduser()
     config = AutoConfig.from_pretrained(folder)
     record = getattr(config, CONFIG_KEY, None)
     finetuned = record.get("finetune") if isinstance(record, dict) else None
     base = finetuned.get("base_model") if isinstance(finetuned, dict) else None
     scaling = read_export(config)
-    if not base or scaling is None:
+    if not isinstance(record, dict) or not isinstance(finetuned, dict) or not base or scaling is None:
         raise ModelLoadError(
             f"`model` {str(folder)!r} holds an adapter but its config records no base model "
             "and factors (not written by `finetune --lora`)."
@@ -87,8 +89,7 @@ def merged_adapter_dir(path: str | Path) -> Path:
                              "peft: pip install 'longrope-opt[lora]'.") from None  # fmt: skip
     logger.info("merging the adapter of %s into %s (once)", folder, base)
     # the weights the fine-tune started from: fp32, as `finetune` loads them
-    model, tokenizer = load_model(str(base), dtype="float32", device="cpu",
-                                  trained_length=scaling.original_length)  # fmt: skip
+    model, tokenizer = load(str(base), scaling.original_length)
     merged = PeftModel.from_pretrained(model, str(folder / ADAPTER)).merge_and_unload()
     # the dtype the fine-tune saved in (the config's own says the in-memory model's)
     dtype = str(finetuned.get("save_dtype") or "float32")

@@ -120,7 +120,7 @@ def load_model(
     if attn is not None:
         _check_choice("attn", attn, ATTENTION)
     if is_adapter_dir(name_or_path):  # a LoRA fine-tune kept as its adapter: merged once, cached
-        name_or_path = str(merged_adapter_dir(name_or_path))
+        name_or_path = str(merged_adapter_dir(name_or_path, load=_base_of_adapter))
     # torch/transformers on use: `longrope_opt.models` stays light (the CLI's flags read it)
     import torch
     from transformers import AutoModelForCausalLM
@@ -207,6 +207,11 @@ def load_model(
         fuse_elementwise(model)
     logger.info("loaded %s in %.1f s", name_or_path, time.perf_counter() - start)
     return model, tokenizer
+
+
+def _base_of_adapter(base: str, trained_length: int) -> tuple[Any, Any]:
+    # the weights a LoRA fine-tune started from: fp32 on the CPU, as `finetune` loads them
+    return load_model(base, dtype="float32", device="cpu", trained_length=trained_length)
 
 
 def _requires_loader(config: Any) -> bool:

@@ -23,6 +23,7 @@ from longrope_opt.evaluation import Validation
 from longrope_opt.evaluation import check_margin
 from longrope_opt.evaluation import factor_rows
 from longrope_opt.evaluation import format_summary
+from longrope_opt.evaluation import join_tables
 from longrope_opt.evaluation import measurement_path
 from longrope_opt.evaluation import merge_validations
 from longrope_opt.evaluation import study_rows
@@ -220,23 +221,34 @@ def validate_candidates(
 
 
 def rerender_validation(
-    path: str | Path, *, margin: float = DEFAULT_MARGIN, output: str | Path | None = None
+    path: str | Path | Sequence[str | Path],
+    *,
+    margin: float = DEFAULT_MARGIN,
+    output: str | Path | None = None,
 ) -> ValidationResult:
     """Judge a validation again from the JSON it wrote (``PREFIX.json``), measuring nothing: the
     table and verdicts under this version's rules and `margin`.
 
+    Several files (a comparison measured over several runs, sittings or machines, each on the
+    same documents and prompts) are judged as one table: `longrope_opt.evaluation.join_tables`.
+
     Raises:
-        InvalidArgumentError: The file cannot be read or holds no validation.
+        InvalidArgumentError: A file cannot be read or holds no validation; the files measured
+            other documents, lengths or prompts, or a row of the same name with other numbers.
     """
     check_margin(margin)
-    try:
-        data = json.loads(Path(path).read_text())
-        validation = Validation.from_dict(data["validation"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidArgumentError(
-            f"`from_json` {str(path)!r} is not a validation written by `validate --output` "
-            f"({type(exc).__name__}: {exc})."
-        ) from None
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    parts = []
+    for one in paths:
+        try:
+            data = json.loads(Path(one).read_text())
+            parts.append(Validation.from_dict(data["validation"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgumentError(
+                f"`from_json` {str(one)!r} is not a validation written by `validate --output` "
+                f"({type(exc).__name__}: {exc})."
+            ) from None
+    validation = join_tables(parts)
     summary = summarize(validation, margin=margin)
     table = format_summary(summary)
     files: list[str] = []

@@ -122,3 +122,46 @@ def test_a_written_table_is_judged_again_without_a_model(tmp_path, capsys) -> No
     with pytest.raises(SystemExit) as bad:  # argparse: one line, exit 2
         main(["validate", "--from-json", str(written), "--margin", "x"])
     assert bad.value.code == 2 and "--margin: must be a fraction" in capsys.readouterr().err
+
+
+def test_tables_measured_apart_are_judged_as_one(tmp_path, capsys) -> None:
+    """Two runs, one fine-tuned model each beside the same rows before: one table, those rows
+    once, the formula-tuned row still a formula row; a repeated row with other numbers refused."""
+    import dataclasses
+
+    from longrope_opt.cli import main
+    from longrope_opt.evaluation import join_tables
+    from longrope_opt.evaluation import summary_json
+
+    def with_model(name: str, ratio: float, formula: bool) -> Validation:
+        base = _validation(_spread(0.95, 0.002))
+        ppl = [ratio * p for p in base.ppl[N]["yarn-cd"]]
+        return dataclasses.replace(
+            base, rows=[*base.rows, name], classic=[*base.classic, *([name] if formula else [])],
+            ppl={N: {**base.ppl[N], name: ppl}},
+            passkey={N: {**base.passkey[N], name: [True] * KEYS}},
+            paths={N: {**base.paths[N], name: ["f32"]}},
+        )  # fmt: skip
+
+    a = with_model("ft-searched", 0.90, formula=False)
+    b = with_model("ft-yarn-cd", 0.93, formula=True)
+    joined = join_tables([a, b])
+    assert joined.rows == ["yarn-cd", "cand", "ft-searched", "ft-yarn-cd"]
+    assert joined.classic == ["yarn-cd", "ft-yarn-cd"]
+    assert joined.ppl[N]["ft-yarn-cd"] == b.ppl[N]["ft-yarn-cd"]
+    files = []
+    for name, part in (("a", a), ("b", b)):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(summary_json(summarize(part)))
+    assert main(["validate", "--from-json", str(files[0]), "--from-json", str(files[1])]) == 0
+    out = capsys.readouterr().out
+    # the reference is the best formula row, the fine-tuned one: the searched row is judged on it
+    assert "reference: ft-yarn-cd" in out and "verdict ft-searched:" in out
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("yarn-cd ", "cand "))]
+    assert rows == ["yarn-cd", "cand"]  # the rows both tables hold: once
+    other = dataclasses.replace(b, ppl={N: {**b.ppl[N], "cand": [1.0] * len(b.documents)}})
+    with pytest.raises(InvalidArgumentError, match="row 'cand' is in two tables with other numbers"):
+        join_tables([a, other])
+    moved = dataclasses.replace(b, documents=["x"] * len(b.documents))
+    with pytest.raises(InvalidArgumentError, match="must share their documents"):
+        join_tables([a, moved])
