@@ -24,13 +24,14 @@
 # (finetune-8x/carry/NAME/), a finished run as its adapter-only model directory
 # (finetune-8x/adapters/NAME/, which every command loads as the merged model). A full fine-tune's
 # checkpoint is the whole model and its moments (1.6 GB): it cannot be carried, so a full run and
-# its validation must fit in one sitting. Hence the order: the LoRA pair (searched, YaRN-cd) and
-# its validation first, then the full pair (about 1 h a run on a Xeon with AMX; 4 h on a Zen 4,
-# longer than a sitting), then PI.
+# its validation must fit in one sitting (its tables, committed, then mark it done). Hence the
+# order: the LoRA pair (searched, YaRN-cd) and its validation first, then the full pair (a Xeon
+# with AMX: about 1 h a run and 25 min of validation; a Zen 4: 3.4 h and 1.7 h, longer than a
+# sitting), then PI.
 #
-# Sizing (128 steps x 8192 tokens = 1.05M tokens a run): a full step costs 98.5-113 s on a 2-core
-# Zen 4 alone (bench/results/finetune.txt), a LoRA step as much (the backward through the
-# activations and the recomputation of checkpointing dominate, not the weight gradients). The
+# Sizing (128 steps x 8192 tokens = 1.05M tokens a run): a full step costs 98.5 s on a 2-core Zen
+# 4 alone without gradient checkpointing, 120 s with it (bench/results/finetune.txt); a LoRA step
+# about as much (the backward through the activations dominates, not the weight gradients). The
 # learning rate is the references' (LongRoPE, PoSE, YaRN, LongRoPE2: 2e-5, linear decay; here 10
 # warm-up steps as PoSE); LoRA's usual is 10x that.
 set -euo pipefail
@@ -40,7 +41,8 @@ prose=${PROSE:-experiments/runs/prose}
 results=experiments/results/finetune-8x
 mkdir -p "$runs" "$results"
 common=(--steps 128 --learning-rate 2e-5 --warmup-steps 10 --pose-tokens 8192 --short-share 0.2
-        --save-steps 8 --seed 1 --corpus perl-doc --target-length 65536)
+        --save-steps 8 --seed 1 --corpus perl-doc --target-length 65536
+        --no-gradient-checkpointing)  # 8k real tokens fit in memory (12.6 GiB): 0.82x the time
 
 lora_runs=(searched-lora16 yarn-cd-lora16)
 adapters=$results/adapters  # finished LoRA runs, adapter-only model directories (committed)
@@ -114,6 +116,28 @@ judge() {  # TAG CLASSIC NAME...: the fine-tuned models at 64k beside the rows b
     echo "finetune-8x: validated $tag $(date -u +%FT%TZ)"
 }
 
+full() {  # NAME CLASSIC ARGS...: a full run, judged in the sitting that trains it
+    # its weights (GBs) are not committed: a run whose tables are written is not trained again
+    local name=$1 classic=$2
+    shift 2
+    if [ -f "$results/validate-64k-full-$name.json" ]; then
+        echo "finetune-8x: $name judged"
+        return 0
+    fi
+    one "$name" "$@"
+    judge "full-$name" "$classic" "$name"
+}
+
+joined() {  # TAG PARTS...: tables measured apart (each beside the same rows before), as one
+    local tag=$1 length part
+    shift
+    for length in 4k 64k; do
+        local tables=()
+        for part in "$@"; do tables+=(--from-json "$results/validate-$length-$part.json"); done
+        longrope-opt validate "${tables[@]}" --output "$results/validate-$length-$tag"
+    done
+}
+
 if [ "${1:-}" = keep ]; then
     keep
     exit 0
@@ -122,8 +146,8 @@ fi
 one searched-lora16 --factors experiments/results/extend-8x-cpu-factors.json --lora 16 --learning-rate 2e-4
 one yarn-cd-lora16 --method yarn-cd --lora 16 --learning-rate 2e-4
 judge lora yarn-cd searched-lora16 yarn-cd-lora16
-one searched --factors experiments/results/extend-8x-cpu-factors.json
-one yarn-cd --method yarn-cd
-judge full yarn-cd searched yarn-cd
-one pi --method pi
-judge all pi,yarn-cd searched yarn-cd searched-lora16 yarn-cd-lora16 pi
+full searched yarn-cd --factors experiments/results/extend-8x-cpu-factors.json
+full yarn-cd yarn-cd --method yarn-cd
+joined full full-searched full-yarn-cd
+full pi pi,yarn-cd --method pi
+joined all lora full-searched full-yarn-cd full-pi
