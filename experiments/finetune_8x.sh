@@ -38,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-experiments/runs/finetune-8x}
 prose=${PROSE:-experiments/runs/prose}
-results=experiments/results/finetune-8x
+results=${RESULTS:-experiments/results/finetune-8x}
 mkdir -p "$runs" "$results"
 common=(--steps 128 --learning-rate 2e-5 --warmup-steps 10 --pose-tokens 8192 --short-share 0.2
         --save-steps 8 --seed 1 --corpus perl-doc --target-length 65536
