@@ -192,4 +192,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"LoRA adapter (merged into {out}): {out / 'adapter'}; peft loads it on the model "
               "extended with the same factors: PeftModel.from_pretrained(AutoModelForCausalLM."
               f"from_pretrained(EXTENDED_DIR), {str(out / 'adapter')!r})")  # fmt: skip
+        print(f"without its merged weights (delete {out}/*.safetensors) the folder, a few MB, "
+              "still loads as this model wherever the base model loads (merged once)")  # fmt: skip
     return 0

@@ -55,6 +55,7 @@ def test_finetune_with_lora_writes_the_merged_model_and_its_adapter(
     printed = capsys.readouterr().out
     assert code == 0
     assert "LoRA adapter" in printed and str(out / "adapter") in printed
+    assert "without its merged weights" in printed
     assert json.loads((out / "config.json").read_text())["longrope_opt"]["finetune"]["lora"] == 4
     assert (out / "adapter" / "adapter_config.json").is_file()
     assert not (tmp_path / "ft-checkpoints").exists()  # removed once the model is written
