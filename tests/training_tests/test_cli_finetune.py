@@ -63,7 +63,7 @@ def test_finetune_with_lora_writes_the_merged_model_and_its_adapter(
 
 
 def test_a_lora_model_without_its_merged_weights_loads_as_the_merged_model(
-    tiny_model_dir, tiny_corpus, tmp_path, monkeypatch
+    tiny_model_dir, tiny_corpus, tmp_path, monkeypatch, capsys
 ) -> None:
     monkeypatch.setenv("LONGROPE_OPT_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "ft"
@@ -88,6 +88,15 @@ def test_a_lora_model_without_its_merged_weights_loads_as_the_merged_model(
     stamp = (cached / "model.safetensors").stat().st_mtime_ns
     load_model(str(light), dtype="float32", device="cpu")  # merged once: the cache answers
     assert (cached / "model.safetensors").stat().st_mtime_ns == stamp
+    # validated as a model: the numbers measured on the whole directory are the adapter's
+    measure = ["validate", "--model", tiny_model_dir, "--corpus", tiny_corpus, "--docs", "2",
+               "--keys", "0", "--storage", f"sqlite:///{tmp_path / 'v.db'}", "--lengths", "64",
+               "--classic", "none", "--dtype", "float32"]  # fmt: skip
+    assert main([*measure, "--models", str(out)]) == 0
+    capsys.readouterr()
+    assert main([*measure, "--models", str(light)]) == 0
+    printed = capsys.readouterr().out
+    assert "\nlight " in printed and "0 measurements made now" in printed
 
 
 @pytest.mark.parametrize(
