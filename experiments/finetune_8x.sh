@@ -25,7 +25,7 @@
 # (finetune-8x/adapters/NAME/, which every command loads as the merged model). A full fine-tune's
 # checkpoint is the whole model and its moments (1.6 GB): it cannot be carried, so a full run and
 # its validation must fit in one sitting (its tables, committed, then mark it done). Hence the
-# order: the LoRA pair (searched, YaRN-cd) and its validation first, then the full pair (a Xeon
+# order: the LoRA pair (searched, YaRN-cd), each validated once written, first, then the full pair (a Xeon
 # with AMX: about 1 h a run and 25 min of validation; a Zen 4: 3.4 h and 1.7 h, longer than a
 # sitting), then PI.
 #
@@ -142,10 +142,14 @@ if [ "${1:-}" = keep ]; then
     keep
     exit 0
 fi
-# LoRA trains far fewer weights: its usual learning rate is 10x full fine-tuning's
+# LoRA trains far fewer weights: its usual learning rate is 10x full fine-tuning's. Each run is
+# judged as soon as it is written: the searched one's table (before and after fine-tuning) comes
+# a run's time earlier than the pair's
 one searched-lora16 --factors experiments/results/extend-8x-cpu-factors.json --lora 16 --learning-rate 2e-4
+judge lora-searched-lora16 yarn-cd searched-lora16
 one yarn-cd-lora16 --method yarn-cd --lora 16 --learning-rate 2e-4
-judge lora yarn-cd searched-lora16 yarn-cd-lora16
+judge lora-yarn-cd-lora16 yarn-cd yarn-cd-lora16
+joined lora lora-searched-lora16 lora-yarn-cd-lora16
 full searched yarn-cd --factors experiments/results/extend-8x-cpu-factors.json
 full yarn-cd yarn-cd --method yarn-cd
 joined full full-searched full-yarn-cd
