@@ -67,7 +67,7 @@ keep() {  # what carries the LoRA runs to the next sitting, to commit
             rm -rf "${carry:?}/$name"
             continue
         fi
-        newest=$(ls -d "$runs/$name-checkpoints"/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+        newest=$(ls -d "$runs/$name-checkpoints"/checkpoint-* 2>/dev/null | sort -V | tail -1)
         if [ -n "$newest" ] && [ ! -d "$carry/$name/$(basename "$newest")" ]; then
             mkdir -p "$carry"
             rm -rf "${carry:?}/$name.partial"
