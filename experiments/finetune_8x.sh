@@ -67,7 +67,8 @@ keep() {  # what carries the LoRA runs to the next sitting, to commit
             rm -rf "${carry:?}/$name"
             continue
         fi
-        newest=$(ls -d "$runs/$name-checkpoints"/checkpoint-* 2>/dev/null | sort -V | tail -1)
+        # (none yet: ls fails, and under pipefail so would the assignment)
+        newest=$(ls -d "$runs/$name-checkpoints"/checkpoint-* 2>/dev/null | sort -V | tail -1 || true)
         if [ -n "$newest" ] && [ ! -d "$carry/$name/$(basename "$newest")" ]; then
             mkdir -p "$carry"
             rm -rf "${carry:?}/$name.partial"
