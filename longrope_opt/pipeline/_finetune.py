@@ -152,14 +152,13 @@ def finetune_and_export(
     }}  # fmt: skip
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun one process writes: the first
         return result, Path(output).expanduser(), length
-    kept = tempfile.TemporaryDirectory(prefix="longrope-adapter-")
-    if result.adapter is not None:  # LoRA: the adapter is kept, its merge is what exports
-        meta["finetune"]["lora"] = training.get("lora")
-        # saved before the merge: merging unwraps the adapted layers, and an adapter saved after
-        # it holds names peft cannot load back
-        result.adapter.save_pretrained(kept.name)
-        lm = result.adapter.merge_and_unload()
-    with kept:
+    with tempfile.TemporaryDirectory(prefix="longrope-adapter-") as kept:
+        if result.adapter is not None:  # LoRA: the adapter is kept, its merge is what exports
+            meta["finetune"]["lora"] = training.get("lora")
+            # saved before the merge: merging unwraps the adapted layers, and an adapter saved
+            # after it holds names peft cannot load back
+            result.adapter.save_pretrained(kept)
+            lm = result.adapter.merge_and_unload()
         out = export_model(lm, tokenizer, output, scaling, target_length=length, dtype=save_dtype,
                            metadata=meta, overwrite=overwrite)  # fmt: skip
         if result.adapter is not None:
@@ -167,7 +166,7 @@ def finetune_and_export(
             # same factors before fine-tuning; without the merged weights the directory still
             # loads (`longrope_opt.models.merged_adapter_dir`), for a comparison re-checked
             # elsewhere
-            shutil.copytree(kept.name, out / ADAPTER, dirs_exist_ok=True)
+            shutil.copytree(kept, out / ADAPTER, dirs_exist_ok=True)
     if gguf is not None:
         export_gguf(gguf_source(model), gguf, scaling, spec=spec, target_length=length,
                     weights=lm)  # fmt: skip
