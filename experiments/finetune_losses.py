@@ -7,6 +7,7 @@ the target) apart from the short ones (inside the trained window, original RoPE)
 
     python experiments/finetune_losses.py experiments/runs/finetune-8x \
         --out experiments/results/finetune-8x    # also losses.html: the curves
+        --svg docs/_static/finetune-8x-losses.svg  # the same as a static figure, for the docs
 """
 
 from __future__ import annotations
@@ -39,6 +40,47 @@ def read_log(run: Path) -> dict | None:
     return {"finished": False, "history": history}
 
 
+def running_mean(xs: list[float], window: int) -> list[float]:
+    """The mean of each value and the `window - 1` before it (fewer at the start)."""
+    return [float(np.mean(xs[max(0, i - window + 1): i + 1])) for i in range(len(xs))]
+
+
+def loss_svg(logs: dict[str, dict], *, window: int, width: int = 720, height: int = 300) -> str:
+    """Each run's per-step loss (faint) and its running mean, as a static SVG: GitHub and the
+    docs show it where they do not run plotly's HTML. Only the PoSE steps: the short ones (a fifth,
+    inside the trained window under the original RoPE) are another task, not the same curve."""
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    pose = {name: [(h["step"], h["loss"]) for h in log["history"] if not h["short"]]
+            for name, log in logs.items()}
+    steps = max(s for pts in pose.values() for s, _ in pts)
+    ys = [y for pts in pose.values() for _, y in pts]
+    lo, hi = np.floor(min(ys) * 2) / 2, np.ceil(max(ys) * 2) / 2
+    left, right, top, bottom = 48, 170, 12, 34
+    def x(s: float) -> float:
+        return left + (width - left - right) * (s - 1) / max(1, steps - 1)
+    def y(v: float) -> float:
+        return top + (height - top - bottom) * (hi - v) / (hi - lo)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
+    for v in np.arange(lo, hi + 1e-9, 0.5):
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
+                   f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
+    for s in range(0, steps + 1, 16):
+        out.append(f'<text x="{x(max(s, 1)):.1f}" y="{height - bottom + 14}" text-anchor="middle">{s}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" text-anchor="middle">'
+               f'optimizer step (PoSE steps; training loss, nats/token)</text>')
+    for i, (name, pts) in enumerate(pose.items()):
+        c = colors[i % len(colors)]
+        mean = running_mean([v for _, v in pts], window)
+        for values, extra in (([v for _, v in pts], 'stroke-opacity="0.25"'), (mean, 'stroke-width="2"')):
+            path = " ".join(f"{x(s):.1f},{y(v):.1f}" for (s, _), v in zip(pts, values))
+            out.append(f'<polyline fill="none" stroke="{c}" {extra} points="{path}"/>')
+        out.append(f'<text x="{width - right + 8}" y="{top + 14 + 16 * i}" fill="{c}">{name}</text>')
+    out.append(f'<text x="{width - right + 8}" y="{top + 14 + 16 * len(pose)}" fill="#555">'
+               f'thick: mean of {window}</text>')
+    return "\n".join(out + ["</svg>", ""])
+
+
 def committed(out: Path | None) -> dict[str, dict]:
     """The logs written before into `out` (``NAME-losses.json``), by run name."""
     if out is None or not out.is_dir():
@@ -54,6 +96,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--short-share", type=float, default=0.2)
     parser.add_argument("--window", type=int, default=16, help="steps averaged at each end")
+    parser.add_argument("--svg", type=Path, default=None, help="also draw the curves here")
     args = parser.parse_args()
     # the rule the runs drew their short items by (grad_accum 1: item k-1 is step k)
     rule = PoseSamples([], tokens=1, target=1, items=0, short_share=args.short_share, seed=args.seed)
@@ -78,6 +121,8 @@ def main() -> None:
     if args.out is not None and logs:  # the curves as `extend --finetune`'s report draws them
         curves = {name: [h["loss"] for h in log["history"]] for name, log in logs.items()}
         loss_curve_figure(curves).write_html(args.out / "losses.html", include_plotlyjs="cdn")
+    if args.svg is not None and logs:
+        args.svg.write_text(loss_svg(logs, window=args.window))
     if not logs:
         print("no run has logged a step yet")
         return
