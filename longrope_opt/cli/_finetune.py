@@ -183,8 +183,9 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{args.steps} step(s), {result.tokens} tokens in {result.seconds:.0f} s; losses {losses}"
     )
-    if result.resumed_from:
-        print(f"resumed from {result.resumed_from}")
+    if result.resumed_from:  # the seconds are this call's: the steps before ran in another
+        print(f"resumed from {result.resumed_from}: {args.steps - result.resumed_step} "
+              f"step(s) in this call")  # fmt: skip
     print(f"wrote {out} (rope type longrope, max_position_embeddings {length})")
     if args.gguf is not None:
         print(f"wrote {args.gguf}; run it in llama.cpp: llama-cli -m {args.gguf} -c {length}")

@@ -145,7 +145,8 @@ def finetune_and_export(
                       target_length=length if pose else None, **training)  # fmt: skip
     meta = {"finetune": {
         "steps": training.get("steps"), "losses": result.losses, "tokens": result.tokens,
-        "seconds": round(result.seconds, 1), "learning_rate": training.get("learning_rate"),
+        "seconds": round(result.seconds, 1), "resumed_step": result.resumed_step,
+        "learning_rate": training.get("learning_rate"),
         "pose_tokens": training.get("pose_tokens"), "short_share": short, "corpus": corpus,
         "seed": seed, "method": method,
         "base_model": model, "save_dtype": save_dtype,

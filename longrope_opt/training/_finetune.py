@@ -16,6 +16,7 @@ DistributedDataParallel, and DDP synchronises gradients only for forwards that g
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import tempfile
@@ -50,9 +51,11 @@ class FinetuneResult:
     Attributes:
         losses: Mean next-token loss (nats/token) of each optimizer step, the resumed run's
             earlier steps included (read from its checkpoint).
-        tokens: Tokens trained on in this call, all processes together.
-        seconds: Wall time of this call's training.
+        tokens: Tokens the run trained on (predicted next tokens), all processes together, the
+            steps before a resume included: what the run saw, however many calls it took.
+        seconds: Wall time of this call's training (a resumed run's earlier calls not counted).
         resumed_from: The checkpoint this call resumed from (None: a fresh run).
+        resumed_step: The optimizer steps done before this call (0: a fresh run).
         adapter: With `lora`: the `peft.PeftModel` trained (``save_pretrained`` writes the
             adapter; ``merge_and_unload`` folds it into the model).
     """
@@ -61,6 +64,7 @@ class FinetuneResult:
     tokens: int = 0
     seconds: float = 0.0
     resumed_from: str | None = None
+    resumed_step: int = 0
     adapter: Any = None
 
 
@@ -263,7 +267,11 @@ def finetune(
         if scratch is not None:
             scratch.cleanup()
     result.losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
-    result.tokens = wrapper.tokens * args.world_size  # every process trains as many
+    if last is not None:  # the steps before the resume: every item holds `data.tokens` ids
+        state = json.loads((Path(last) / "trainer_state.json").read_text())
+        result.resumed_step = int(state["global_step"])
+    before = result.resumed_step * grad_accum * args.world_size * (data.tokens - 1)
+    result.tokens = before + wrapper.tokens * args.world_size  # every process trains as many
     return result
 
 

@@ -133,6 +133,9 @@ def test_a_resumed_run_reaches_the_uninterrupted_runs_weights(
     resumed = finetune(fresh, docs, yarn(spec, TARGET), output_dir=tmp_path / "b", **kwargs)
     assert resumed.resumed_from is not None and resumed.resumed_from.endswith("checkpoint-2")
     assert resumed.losses == pytest.approx(straight.losses, rel=1e-6)
+    # the run's tokens, the steps before the resume included (this call trained 2 of 4 steps)
+    assert resumed.resumed_step == 2 and straight.resumed_step == 0
+    assert resumed.tokens == straight.tokens == 4 * 2 * (TINY_LENGTH - 1)
     for (name, a), (_, b) in zip(whole.state_dict().items(), fresh.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)
     if lora:  # the adapters trained (and came back from the checkpoint), the rest did not
