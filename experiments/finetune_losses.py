@@ -110,6 +110,9 @@ def main() -> None:
         kept = committed(args.out).get(run.name)
         if kept is not None and (log is None or len(kept["history"]) > len(log["history"])):
             log = kept
+        elif kept is not None and log is not None:  # a finished run's record holds only losses:
+            steps = {h["step"]: h for h in kept["history"]}  # keep the grad norms logged before
+            log["history"] = [{**steps.get(h["step"], {}), **h} for h in log["history"]]
         if log is None or not log["history"]:
             continue
         for h in log["history"]:
