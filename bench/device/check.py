@@ -6,6 +6,7 @@
     python -m bench.device.check --out DIR --runs correctness,b,speed   # the GPU sitting's order
     python -m bench.device.check --out DIR --runs a --only speed,8b
     python -m bench.device.check --out DIR --runs correctness,g   # Gemma 3 at 8x (pack.py --gemma)
+    python -m bench.device.check --out DIR --runs correctness,f   # the 8x full fine-tunes (--train)
 
 `bench/device/entry.sh` calls this on the GPU machine after installing the kit. Before it looks
 for CUDA it imports everything the run needs and loads the default model on the CPU, so a CPU dry
@@ -26,7 +27,10 @@ carried, pack.py --held-out) against every classic row; each ratio comes back as
 extend-<r>x.tar.gz as soon as it is done. Run C: the 4x fine-tunes (searched factors, YaRN-cd)
 and their validation at 32k and 64k, as run-c.tar.gz. Run G: Gemma 3 270M searched at 8× (256k)
 for --budget-g seconds on the built-in code, then validated on the kit's books against every
-classic row, as gemma3-8x.tar.gz (its GGUF is carried by a kit packed with --gemma).
+classic row, as gemma3-8x.tar.gz (its GGUF is carried by a kit packed with --gemma). Run F
+(`bench/device/finetunes.py`): the 8x full fine-tunes of `experiments/finetune_8x.sh` (searched,
+YaRN-cd, PI) on --train-text (Perl's manual, carried by pack.py --train), each judged at 64k beside
+the rows before fine-tuning and at 4k against the base, as run-f.tar.gz.
 
 Writes DIR/table.txt (what it prints), DIR/results.json and DIR/check.log. Exits 0 when every
 check passes, 1 when one fails, 2 with no CUDA.
@@ -49,6 +53,7 @@ from bench.device.cases import TOLERANCE
 from bench.device.cases import cases
 from bench.device.cases import key
 from bench.device.cases import measure
+from bench.device.finetunes import run_f
 from bench.device.searches import B_BUDGETS
 from bench.device.searches import B_LENGTHS
 from bench.device.searches import G_SEARCH_S
@@ -269,7 +274,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for table, results, logs")
-    parser.add_argument("--runs", default="a", help="a, b, c, g or run A's parts by name "
+    parser.add_argument("--runs", default="a", help="a, b, c, f, g or run A's parts by name "
                         "(correctness, speed, 8b), comma-separated, run in that order: "
                         "correctness,b,speed checks CUDA before the searches (default a)")  # fmt: skip
     parser.add_argument("--only", default=",".join(A_PARTS),
@@ -283,6 +288,8 @@ def main() -> int:
                         help=f"seconds run G's search may take (default {G_SEARCH_S})")  # fmt: skip
     parser.add_argument("--held-out", type=Path, default=None, metavar="DIR",
                         help="run B validates on this folder's text (entry.sh passes the kit's)")  # fmt: skip
+    parser.add_argument("--train-text", type=Path, default=None, metavar="DIR",
+                        help="run F trains on this folder's text (entry.sh passes the kit's)")  # fmt: skip
     parser.add_argument("--stop-after", type=float, default=None, metavar="S",
                         help="seconds this check may take (the device call's limit less a "
                         f"margin): a search still running {PACK_S:g} s before it is "
@@ -292,8 +299,8 @@ def main() -> int:
         parser.error(f"--stop-after must be > {PACK_S:g} seconds, got {args.stop_after:g}")
     deadline = None if args.stop_after is None else time.monotonic() + args.stop_after - PACK_S
     runs, only = args.runs.split(","), args.only.split(",")
-    if not set(runs) <= {"a", "b", "c", "g", *A_PARTS}:
-        parser.error(f"--runs must name a, b, c, g and/or run A's parts ({', '.join(A_PARTS)}), "
+    if not set(runs) <= {"a", "b", "c", "f", "g", *A_PARTS}:
+        parser.error(f"--runs must name a, b, c, f, g and/or run A's parts ({', '.join(A_PARTS)}), "
                      f"comma-separated, got {args.runs!r}")  # fmt: skip
     try:
         lengths_b = [int(n) for n in args.lengths_b.split(",")]
@@ -311,12 +318,21 @@ def main() -> int:
     names = sorted(p.name for p in args.held_out.glob("*.txt")) if args.held_out else []
     if args.held_out is not None and not names:
         parser.error(f"--held-out must be a folder of .txt files, got {str(args.held_out)!r}")
+    if "f" in runs and (args.train_text is None or args.held_out is None):
+        parser.error("--runs f needs --train-text and --held-out (a kit packed with --train "
+                     "and --held-out: entry.sh passes both)")  # fmt: skip
+    train = sorted(p.name for p in args.train_text.iterdir()) if args.train_text and args.train_text.is_dir() else []
+    if args.train_text is not None and not train:
+        parser.error(f"--train-text must be a folder of text files, got {str(args.train_text)!r}")
     args.out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=args.out / "check.log", level=logging.INFO)
     report = Report(args.out)
     if args.held_out is not None:
         report.record("held_out", names)
         report.line(f"run B validates on {len(names)} held-out texts in {args.held_out}")
+    if args.train_text is not None:
+        report.record("train_text", train)
+        report.line(f"run F trains on {len(train)} texts in {args.train_text}")
     _, reference = prepare(report)
     if "g" in runs and not gemma_staged(report):
         return 1
@@ -332,6 +348,7 @@ def main() -> int:
              "8b": lambda: big_model(report),
              "b": lambda: run_b(report, ROOT, budgets_b, lengths_b, args.held_out, deadline),
              "c": lambda: run_c(report, ROOT, args.held_out, deadline),
+             "f": lambda: run_f(report, ROOT, args.held_out, args.train_text, deadline),
              "g": lambda: run_g(report, ROOT, args.held_out, deadline, args.budget_g)}  # fmt: skip
     # in the order asked: `--runs b,a` runs the searches first, run A's parts after;
     # `correctness,b,speed` checks CUDA against the CPU before any search spends the card

