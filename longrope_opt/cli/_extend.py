@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from typing import Any
 
 from longrope_opt.cli._common import add_device_flag
@@ -31,6 +32,8 @@ EXAMPLES = """examples:
   # the method's second half: then fine-tune the winner and the best formula alike (200 PoSE
   # steps on Perl's manual: apt-get install perl-doc), validate both, ship the better
   longrope-opt extend smollm2-135m --to 64k --trials 16 --finetune 200 --out smol-64k
+  # the same with LoRA adapters (rank 16; the norms train in full), as on one GPU
+  longrope-opt extend smollm2-135m --to 64k --trials 16 --finetune 200 --finetune-lora 16 --out smol-64k
   # the second offline model: Gemma 3 270M (32k trained; its global layers are rescaled, its
   # sliding-window layers keep their RoPE and run banded), 2x on a CPU
   longrope-opt extend gemma3-270m --to 64k --budget 20m
@@ -98,8 +101,13 @@ def add_parser(sub: Any) -> None:
     tune.add_argument("--finetune-corpus", default="perl-doc", metavar="CORPUS",
                       help="the fine-tuning's text (default perl-doc: Perl's manual, Debian's "
                       "perl-doc; neither the search's corpus nor held-out books)")  # fmt: skip
+    tune.add_argument("--finetune-lora", type=int, default=None, metavar="R",
+                      help="with --finetune: train LoRA adapters of rank R on the attention "
+                      "projections (norms in full) instead of every weight, as on one GPU; the "
+                      "merged model ships, its adapter beside it (default: every weight)")  # fmt: skip
     tune.add_argument("--learning-rate", type=float, default=None,
-                      help="with --finetune: AdamW's peak (default 2e-5, LongRoPE's)")  # fmt: skip
+                      help="with --finetune: AdamW's peak (default 2e-5, LongRoPE's; 2e-4 with "
+                      "--finetune-lora, LoRA's usual)")  # fmt: skip
     size = parser.add_argument_group("how much").add_mutually_exclusive_group()
     size.add_argument("--budget", default=None, metavar="TIME",
                       help="wall time for everything, e.g. 20m, 2h, 1h30m (default 1h)")  # fmt: skip
@@ -135,6 +143,15 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("`--learning-rate` needs `--finetune` (its steps).")
     if args.learning_rate is not None and not args.learning_rate > 0:
         raise InvalidArgumentError(f"`--learning-rate` must be > 0, got {args.learning_rate}.")
+    if args.finetune_lora is not None:
+        if args.finetune is None:
+            raise InvalidArgumentError("`--finetune-lora` needs `--finetune` (its steps).")
+        if args.finetune_lora < 1:
+            raise InvalidArgumentError(f"`--finetune-lora` must be a rank >= 1, got {args.finetune_lora}.")
+        if importlib.util.find_spec("peft") is None:  # before the search, not after it
+            raise InvalidArgumentError("`--finetune-lora` needs peft: pip install 'longrope-opt[lora]'.")
+    tuning = {k: v for k, v in (("learning_rate", args.learning_rate), ("lora", args.finetune_lora))
+              if v is not None}  # fmt: skip
     # on use: `--help` and bad input stay light (torch loads in seconds)
     import optuna
 
@@ -160,8 +177,7 @@ def run(args: argparse.Namespace) -> int:
                         trained_length=args.trained_length, passkey_form=args.passkey_form,
                         gguf=args.gguf, warm_start=args.warm_start,
                         finetune=args.finetune, finetune_corpus=args.finetune_corpus,
-                        finetune_settings=None if args.learning_rate is None else
-                        {"learning_rate": args.learning_rate},
+                        finetune_settings=tuning or None,
                         **({} if args.margin is None else {"margin": args.margin}))  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted: every finished stage and trial is stored; run the same command to "

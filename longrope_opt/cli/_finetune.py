@@ -74,7 +74,9 @@ def add_parser(sub: Any) -> None:
     add_device_flag(data)
     train = parser.add_argument_group("training")
     train.add_argument("--steps", type=int, default=4, help="optimizer steps (default 4)")
-    train.add_argument("--learning-rate", type=float, default=2e-5, help="AdamW lr (default 2e-5)")
+    train.add_argument("--learning-rate", type=float, default=None,
+                       help="AdamW's peak, decayed linearly (default 2e-5, LongRoPE's; 2e-4 with "
+                       "--lora, LoRA's usual)")  # fmt: skip
     train.add_argument("--warmup-steps", type=int, default=0, help="linear warm-up (default 0)")
     train.add_argument("--grad-accum", type=int, default=1, help="sequences per step (default 1)")
     train.add_argument(

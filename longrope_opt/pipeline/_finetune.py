@@ -34,6 +34,7 @@ from longrope_opt.studies import make_storage
 from longrope_opt.studies import resolve_storage_url
 from longrope_opt.studies import stored_trained_length
 from longrope_opt.training import FinetuneResult
+from longrope_opt.training import default_learning_rate
 from longrope_opt.training import finetune
 
 
@@ -87,7 +88,8 @@ def finetune_and_export(
             a Modelfile beside it. `model` must come as a GGUF (``smollm2-135m`` does).
         **training: `longrope_opt.training.finetune`'s settings (``steps``, ``learning_rate``,
             ``warmup_steps``, ``grad_accum``, ``autocast_dtype``, ``gradient_checkpointing``,
-            ``pose_tokens``, ``short_share``, ``save_steps``).
+            ``pose_tokens``, ``short_share``, ``save_steps``, ``lora``; no ``learning_rate``:
+            `longrope_opt.training.default_learning_rate`).
 
     Returns:
         ``(the run's FinetuneResult, the directory, the sequence length)``.
@@ -129,6 +131,8 @@ def finetune_and_export(
     scaling.check(spec)
     # PoSE reads only its real tokens: documents that long suffice (far more of them than of
     # documents as long as the target)
+    if training.get("learning_rate") is None:  # recorded as trained: 2e-5, or 2e-4 with LoRA
+        training["learning_rate"] = default_learning_rate(training.get("lora"))
     pose = training.get("pose_tokens")
     wanted = samples or training.get("steps", 1) * training.get("grad_accum", 1)
     docs = list(load_samples(corpus, tokenizer, pose or length, wanted, seed, windows=wanted,

@@ -39,6 +39,7 @@ from longrope_opt.rope import RopeSpec
 from longrope_opt.studies import record
 from longrope_opt.studies import study_winner
 from longrope_opt.training import SHORT_SHARE
+from longrope_opt.training import default_learning_rate
 
 
 logger = logging.getLogger(__name__)
@@ -200,9 +201,14 @@ def _trained_alike(folder: Path, settings: dict[str, Any], corpus: str, seed: in
         meta = json.loads((folder / "config.json").read_text())["longrope_opt"]["finetune"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
+    lora = settings.get("lora")
+    rate = settings.get("learning_rate") or default_learning_rate(lora)
+    # (a model trained before its rate was recorded: None, the default of its kind)
+    trained = meta.get("learning_rate") or default_learning_rate(meta.get("lora"))
     return (meta.get("steps") == settings.get("steps") and meta.get("corpus") == corpus
             and meta.get("seed") == seed and meta.get("pose_tokens") == settings.get("pose_tokens")
-            and meta.get("short_share") == settings.get("short_share"))  # fmt: skip
+            and meta.get("short_share") == settings.get("short_share")
+            and meta.get("lora") == lora and trained == rate)  # fmt: skip
 
 
 def _headline(verdict: str, against: str, shipped: str, steps: int, short: dict[str, float]) -> str:

@@ -119,13 +119,25 @@ def _checkpointing(model: Any, on: bool) -> None:
         model.gradient_checkpointing_disable()
 
 
+#: AdamW's peak learning rate when none is given: LongRoPE's 2e-5 when every weight trains, and
+#: 10× that with LoRA, which trains a fraction of a percent of them (LoRA's usual; the 8×
+#: fine-tuned comparison in docs/results.md trained its adapters at it).
+FULL_LEARNING_RATE, LORA_LEARNING_RATE = 2e-5, 2e-4
+
+
+def default_learning_rate(lora: int | None) -> float:
+    """The learning rate `finetune` uses when given none: `LORA_LEARNING_RATE` with a LoRA rank,
+    else `FULL_LEARNING_RATE`."""
+    return FULL_LEARNING_RATE if lora is None else LORA_LEARNING_RATE
+
+
 def finetune(
     model: Any,
     samples: Sequence[torch.Tensor],
     scaling: RopeScaling | ShortLongScaling,
     *,
     steps: int,
-    learning_rate: float = 2e-5,
+    learning_rate: float | None = None,
     warmup_steps: int = 0,
     grad_accum: int = 1,
     autocast_dtype: str | None = "bfloat16",
@@ -156,7 +168,8 @@ def finetune(
         scaling: The factors to train with. A `ShortLongScaling` (original RoPE as `short`)
             trains short samples under `short` and PoSE samples under `long`.
         steps: Optimizer steps.
-        learning_rate: AdamW peak learning rate (LongRoPE: 2e-5 with linear decay).
+        learning_rate: AdamW peak learning rate, decayed linearly (default
+            `default_learning_rate`: LongRoPE's 2e-5, or 2e-4 with `lora`).
         warmup_steps: Linear warm-up steps, then linear decay to 0.
         grad_accum: Sequences per optimizer step (per process under torchrun).
         autocast_dtype: ``"bfloat16"`` (default), ``"float16"``, or None for fp32.
@@ -198,6 +211,8 @@ def finetune(
     _check("warmup_steps", warmup_steps, 0)
     _check("save_steps", save_steps, 1)
     _check("save_total_limit", save_total_limit, 1)
+    if learning_rate is None:
+        learning_rate = default_learning_rate(lora)
     _check("learning_rate", learning_rate, 0.0, float)
     if not (isinstance(short_share, (int, float)) and 0.0 <= short_share < 1.0):
         raise InvalidArgumentError(f"`short_share` must be in [0, 1), got {short_share!r}.")

@@ -16,6 +16,7 @@ import torch
 from longrope_opt.cli import main
 from longrope_opt.models import load_model
 from longrope_opt.models import smollm2_gguf
+from longrope_opt.training import LORA_LEARNING_RATE
 from tests.conftest import save_tiny_model_dir
 from tests.conftest import write_tiny_corpus
 from tests.gguf_tiny import write_tiny_llama_gguf
@@ -94,9 +95,47 @@ def test_a_killed_fine_tuning_resumes_and_trains_only_what_is_missing(extended, 
     capsys.readouterr()
 
 
+def test_with_lora_both_train_adapters_alike_at_loras_rate(extended, tmp_path, capsys) -> None:
+    _, model, corpus = extended
+    assert _run(model, corpus, tmp_path, "--finetune-lora", "2") == 0
+    out = tmp_path / "out"
+    tuned = [p for p in out.iterdir() if p.name.startswith("finetuned") and p.is_dir()]
+    assert len(tuned) == 2
+    for folder in tuned:  # merged weights to ship, the adapter beside them, recorded as such
+        meta = json.loads((folder / "config.json").read_text())["longrope_opt"]["finetune"]
+        assert meta["lora"] == 2 and meta["learning_rate"] == LORA_LEARNING_RATE
+        assert (folder / "adapter" / "adapter_config.json").is_file()
+        assert (folder / "model.safetensors").is_file()
+    assert "after fine-tuning alike" in capsys.readouterr().out
+
+
+def test_a_rerun_with_other_fine_tuning_trains_again(tmp_path) -> None:
+    from longrope_opt.pipeline._finetune_stage import _trained_alike
+
+    folder = tmp_path / "finetuned"
+    folder.mkdir()
+    settings = {"steps": 3, "pose_tokens": 64, "short_share": 0.2}
+
+    def trained(**meta) -> None:
+        record = {"steps": 3, "corpus": "c", "seed": 0, "pose_tokens": 64, "short_share": 0.2,
+                  **meta}  # fmt: skip
+        (folder / "config.json").write_text(json.dumps({"longrope_opt": {"finetune": record}}))
+
+    trained(learning_rate=None)  # a full run recorded before its rate was: the full default
+    assert _trained_alike(folder, settings, "c", 0)
+    assert not _trained_alike(folder, {**settings, "lora": 2}, "c", 0)
+    assert not _trained_alike(folder, {**settings, "learning_rate": 1e-3}, "c", 0)
+    trained(learning_rate=LORA_LEARNING_RATE, lora=2)
+    assert _trained_alike(folder, {**settings, "lora": 2}, "c", 0)
+    assert not _trained_alike(folder, {**settings, "lora": 4}, "c", 0)
+    assert not _trained_alike(folder, settings, "c", 0)  # every weight, after an adapter
+
+
 @pytest.mark.parametrize("bad, expected", [
     (["--finetune", "0"], "`--finetune` must be an integer >= 1"),
     (["--learning-rate", "1e-4"], "`--learning-rate` needs `--finetune`"),
+    (["--finetune-lora", "4"], "`--finetune-lora` needs `--finetune`"),
+    (["--finetune", "2", "--finetune-lora", "0"], "`--finetune-lora` must be a rank >= 1, got 0"),
 ])  # fmt: skip
 def test_bad_fine_tuning_flags_are_one_line_before_anything(tmp_path, capsys, bad, expected) -> None:
     code = main(["extend", "smollm2-135m", "--to", "16k", "--storage",

@@ -75,3 +75,24 @@ def test_a_merged_adapter_exports_the_adapted_models_logits(tmp_path) -> None:
     assert not torch.allclose(plain, want, atol=1e-4)  # the training moved it
     torch.testing.assert_close(_logits(reloaded, ids), want, atol=1e-5, rtol=0)
     torch.testing.assert_close(_logits(again, ids), want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("lora", [None, 2])
+def test_without_a_learning_rate_lora_trains_at_ten_times_full_fine_tunings(lora) -> None:
+    from transformers import TrainerCallback
+
+    from longrope_opt.training import FULL_LEARNING_RATE
+    from longrope_opt.training import LORA_LEARNING_RATE
+
+    seen: list[float] = []
+
+    class Peak(TrainerCallback):  # what Trainer was told, not what the module says it tells it
+        def on_train_begin(self, args, state, control, **kwargs):
+            seen.append(args.learning_rate)
+
+    model = build_tiny_model("llama")
+    spec = RopeSpec.from_config(model.config)
+    finetune(model, _documents(1), RopeScaling(np.ones(spec.n_factors)), steps=1, lora=lora,
+             autocast_dtype=None, callbacks=[Peak()], progress=False)  # fmt: skip
+    assert seen == [LORA_LEARNING_RATE if lora else FULL_LEARNING_RATE]
+    assert LORA_LEARNING_RATE == 10 * FULL_LEARNING_RATE
