@@ -73,7 +73,8 @@ def test_run_f_commands_are_the_clis_and_judge_each_pair_alike(tmp_path) -> None
         assert short.lengths == "4096" and short.docs == 5 and short.keys == 0
         assert short.classic == "none" and len(short.models) == models
         assert long.lengths == "65536" and long.docs == 3 and long.keys == 20
-        assert long.passkey_form == "branched" and long.study_name == [finetunes.F_STUDY]
+        # the single form: the branched one needs the CPU's shared prefix
+        assert long.passkey_form == "single" and long.study_name == [finetunes.F_STUDY]
         assert long.models == [str(tmp_path / n) for n in list(finetunes.F_RUNS)[:models]]
         assert short.corpus == long.corpus == str(held) and long.dtype == "bfloat16"
     assert parsed["64k all"].classic == "pi,yarn-cd"  # PI before fine-tuning beside its run
