@@ -35,6 +35,7 @@ from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
+from longrope_opt.patching import can_share_prefix
 from longrope_opt.rope import RopeSpec
 
 
@@ -147,7 +148,8 @@ def validate(
         A `Validation`.
 
     Raises:
-        InvalidArgumentError: Bad lengths, keys, or too-short documents.
+        InvalidArgumentError: Bad lengths, keys, or too-short documents; the branched form
+            where it cannot run (`longrope_opt.patching.can_share_prefix`), before any forward.
     """
 
 
@@ -208,6 +210,13 @@ def validate(
     key_path = eager_path(store.path) if passkey_form == "branched" else store.path
     todo_keys = list({key: k for k, key in reversed(key_keys.items())
                       if store.get(key, path=key_path) is None}.values())[::-1]  # fmt: skip
+    if passkey_form == "branched" and todo_keys and not can_share_prefix(model):
+        # before any forward: the perplexities would be measured, then the keys refused
+        device = model.get_output_embeddings().weight.device
+        raise InvalidArgumentError(
+            "`passkey_form` 'branched' needs a CPU model with SDPA attention (a shared prefix), "
+            f"got one on {device.type}: use 'single'."
+        )
     per_key = {n: 0.6 if passkey_form == "single" else 1.0 / max(1, keys) for n in lengths}
     bar = _bar(progress, sum(cost[k[0]] for k in todo_ppl)
                + sum(per_key[k[0]] * cost[k[0]] for k in todo_keys))  # fmt: skip

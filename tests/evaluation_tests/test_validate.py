@@ -189,6 +189,26 @@ def test_records_of_another_measuring_version_or_imported_are_measured_again(
     assert all(stored[k]["float32"]["version"] == MEASUREMENT_VERSION for k in keys[:2])
 
 
+def test_the_branched_form_where_it_cannot_run_is_refused_before_any_forward(searched,
+                                                                            tmp_path) -> None:  # fmt: skip
+    from longrope_opt.errors import InvalidArgumentError
+    from longrope_opt.patching import set_attention
+
+    model, tok = load_model(searched["model"], dtype="float32")
+    set_attention(model, "eager")  # as a GPU is: no shared prefix there
+    calls = _count_forwards(model)
+    docs = load_samples(searched["corpus"], tok, 256, 1)
+    store = MeasurementStore(f"sqlite:///{tmp_path / 'm.db'}", path="float32")
+    with pytest.raises(InvalidArgumentError, match="'branched' needs a CPU model with SDPA"):
+        validate(model, tok, [], docs, lengths=[256], store=store, keys=2, classic=["yarn"],
+                 passkey_form="branched", progress=False)  # fmt: skip
+    assert calls[0] == 0
+    # without keys to measure there is nothing to refuse
+    done = validate(model, tok, [], docs, lengths=[256], store=store, keys=0, classic=["yarn"],
+                    passkey_form="branched", progress=False)  # fmt: skip
+    assert done.measured == 1
+
+
 def test_the_branched_form_is_stored_apart_and_named_in_the_table(searched) -> None:
     from longrope_opt.evaluation import format_summary
     from longrope_opt.patching import set_attention
