@@ -29,13 +29,13 @@ from longrope_opt.evaluation._store import eager_path
 from longrope_opt.evaluation._store import measurement_key
 from longrope_opt.evaluation._store import model_fingerprint
 from longrope_opt.evaluation._store import tokens_hash
+from longrope_opt.objectives import check_form_runs
 from longrope_opt.objectives import check_passkey_form
 from longrope_opt.objectives import evaluate_perplexity
 from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
 from longrope_opt.patching import apply_rope_scaling
-from longrope_opt.patching import can_share_prefix
 from longrope_opt.rope import RopeSpec
 
 
@@ -210,13 +210,8 @@ def validate(
     key_path = eager_path(store.path) if passkey_form == "branched" else store.path
     todo_keys = list({key: k for k, key in reversed(key_keys.items())
                       if store.get(key, path=key_path) is None}.values())[::-1]  # fmt: skip
-    if passkey_form == "branched" and todo_keys and not can_share_prefix(model):
-        # before any forward: the perplexities would be measured, then the keys refused
-        device = model.get_output_embeddings().weight.device
-        raise InvalidArgumentError(
-            "`passkey_form` 'branched' needs a CPU model with SDPA attention (a shared prefix), "
-            f"got one on {device.type}: use 'single'."
-        )
+    if todo_keys:  # before any forward: not the perplexities measured, then the keys refused
+        check_form_runs(model, passkey_form)
     per_key = {n: 0.6 if passkey_form == "single" else 1.0 / max(1, keys) for n in lengths}
     bar = _bar(progress, sum(cost[k[0]] for k in todo_ppl)
                + sum(per_key[k[0]] * cost[k[0]] for k in todo_keys))  # fmt: skip

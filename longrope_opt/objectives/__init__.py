@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports o
     from longrope_opt.objectives._passkey import PasskeyPrompt
     from longrope_opt.objectives._passkey import PasskeyResult
     from longrope_opt.objectives._passkey import build_passkey_prompt
+    from longrope_opt.objectives._passkey import check_form_runs
     from longrope_opt.objectives._passkey import evaluate_passkey
     from longrope_opt.objectives._passkey import passkey_prompts
     from longrope_opt.objectives._passkey import passkey_results
@@ -67,6 +68,7 @@ _LAZY = {
     "PasskeyPrompt": "_passkey",
     "PasskeyResult": "_passkey",
     "build_passkey_prompt": "_passkey",
+    "check_form_runs": "_passkey",
     "check_passkey_form": "_forms",
     "passkey_kind": "_forms",
     "evaluate_passkey": "_passkey",
@@ -114,6 +116,7 @@ __all__ = [
     "PasskeyResult",
     "build_passkey_prompt",
     "check_passkey_form",
+    "check_form_runs",
     "passkey_kind",
     "evaluate_passkey",
     "passkey_prompts",

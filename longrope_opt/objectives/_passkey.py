@@ -240,13 +240,29 @@ def passkey_results(
         yield (i, *passkey_trial(model, prompts[i]))
 
 
+def check_form_runs(model: Any, form: str) -> str:
+    """`form` if it is a passkey form that runs on `model`: the branched form needs a shared
+    prefix (`longrope_opt.patching.can_share_prefix`: a CPU model with SDPA attention). Callers
+    check before their first forward, so that a GPU run is refused in one line, not after the
+    perplexities it measured first.
+
+    Raises:
+        InvalidArgumentError: An unknown form, or the branched form where it cannot run.
+    """
+    check_passkey_form(form)
+    if form == "branched" and not can_share_prefix(model):
+        device = model.get_output_embeddings().weight.device
+        raise InvalidArgumentError(
+            "`passkey_form` 'branched' needs a CPU model with SDPA attention (a shared prefix), "
+            f"got one on {device.type}: use 'single'."
+        )
+    return form
+
+
 def _branched_results(
     model: Any, prompts: Sequence[PasskeyPrompt], lead_in: int
 ) -> Iterator[tuple[int, bool, float]]:
-    if not can_share_prefix(model):
-        raise InvalidArgumentError(
-            "`passkey_form` 'branched' needs a CPU model with SDPA attention; use 'single'."
-        )
+    check_form_runs(model, "branched")
     groups: dict[tuple[int, ...], list[int]] = {}  # prompts with the same haystack
     for i, prompt in enumerate(prompts):
         if prompt.question_start < 0:

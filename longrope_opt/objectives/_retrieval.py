@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial
 
 from longrope_opt import record
 from longrope_opt.errors import InvalidArgumentError
-from longrope_opt.objectives import check_passkey_form
+from longrope_opt.objectives import check_form_runs
 from longrope_opt.objectives import passkey_kind
 from longrope_opt.objectives import passkey_prompts
 from longrope_opt.objectives import passkey_results
@@ -76,7 +76,7 @@ class RetrievalConstraint:
         self.model = model
         self.space = space
         self.keys, self.length, self.seed = keys, length, seed
-        self.form = check_passkey_form(form)
+        self.form = check_form_runs(model, form)  # before the search's first forward
         self.prompts = passkey_prompts(tokenizer, length, n_trials=keys, seed=seed)
         #: Passkey forwards this process ran (tests count them).
         self.forwards = 0

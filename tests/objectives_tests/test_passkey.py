@@ -295,6 +295,19 @@ def test_the_branched_form_is_refused_where_it_cannot_run_and_an_unknown_form_al
         list(passkey_results(model, prompts, form="multi"))
 
 
+def test_a_search_in_the_branched_form_where_it_cannot_run_is_refused_before_its_first_trial() -> None:
+    from longrope_opt.objectives import RetrievalConstraint
+    from longrope_opt.rope import RopeSpec
+    from longrope_opt.space import SearchSpace
+
+    model = build_tiny_model("llama", vocab_size=64)  # eager attention, as a GPU without SDPA
+    space = SearchSpace(RopeSpec.from_config(model.config), 256)
+    with pytest.raises(InvalidArgumentError, match="'branched' needs a CPU model with SDPA"):
+        RetrievalConstraint(model, _word_tokenizer(), space=space, keys=2, length=200,
+                            form="branched")  # fmt: skip
+    RetrievalConstraint(model, _word_tokenizer(), space=space, keys=2, length=200)  # single: runs
+
+
 def test_a_haystack_capture_counts_its_layers_and_its_branches_do_not(monkeypatch) -> None:
     # A 128k haystack is a document's forward (minutes on a CPU): it shows the same layer bar;
     # the branches, a few dozen tokens each, do not advance it.
