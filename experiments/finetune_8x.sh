@@ -117,12 +117,24 @@ judge() {  # TAG CLASSIC NAME...: the fine-tuned models at 64k beside the rows b
     echo "finetune-8x: validated $tag $(date -u +%FT%TZ)"
 }
 
+full_fits() {  # whether a full run and its validation fit one sitting here
+    # a Xeon with AMX: about 1 h a run and 25 min of validation; a Zen 4 or 5: 3.4 h and 1.7 h,
+    # longer than a sitting, and the checkpoint cannot be carried. FULL=1 forces it (a GPU:
+    # bench/device run F trains the same three runs with this recipe in minutes)
+    [ -n "${FULL:-}" ] || grep -qw amx_tile /proc/cpuinfo
+}
+
 full() {  # NAME CLASSIC ARGS...: a full run, judged in the sitting that trains it
     # its weights (GBs) are not committed: a run whose tables are written is not trained again
     local name=$1 classic=$2
     shift 2
     if [ -f "$results/validate-64k-full-$name.json" ]; then
         echo "finetune-8x: $name judged"
+        return 0
+    fi
+    if ! full_fits; then
+        echo "finetune-8x: $name skipped: a full run and its validation do not fit a sitting on" \
+            "this CPU (no AMX); FULL=1 to force it, or bench/device run F on a GPU"
         return 0
     fi
     one "$name" "$@"
@@ -134,7 +146,13 @@ joined() {  # TAG PARTS...: tables measured apart (each beside the same rows bef
     shift
     for length in 4k 64k; do
         local tables=()
-        for part in "$@"; do tables+=(--from-json "$results/validate-$length-$part.json"); done
+        for part in "$@"; do
+            if [ ! -f "$results/validate-$length-$part.json" ]; then  # a part not judged yet
+                echo "finetune-8x: $tag not joined: no $length table of $part yet"
+                return 0
+            fi
+            tables+=(--from-json "$results/validate-$length-$part.json")
+        done
         longrope-opt validate "${tables[@]}" --output "$results/validate-$length-$tag"
     done
 }
