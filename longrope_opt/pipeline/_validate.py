@@ -173,8 +173,10 @@ def validate_candidates(
             raise InvalidArgumentError(
                 f"`lengths` must be above the model's trained length {trained}, got {inside[0]}."
             )
-    if not candidates and not classic:
-        raise InvalidArgumentError("nothing to measure: give `study_name`, `factors` or `classic`.")
+    if not candidates and not classic and not models:
+        raise InvalidArgumentError(
+            "nothing to measure: give `study_name`, `factors`, `classic` or `models`."
+        )
     exclude = [doc for s in loaded for doc in study_documents(s)]
     tokenizer = load_tokenizer(model)  # seconds: the corpus is checked before the weights
     documents = load_samples(corpus, tokenizer, max(lengths), docs, seed, exclude=exclude,

@@ -148,6 +148,14 @@ def test_fine_tuned_alike_then_validated_side_by_side(
     assert data["rows"] == ["pi", "yarn-cd", "ft-searched", "ft-yarn-cd"]
     assert data["classic"] == ["pi", "yarn-cd", "ft-yarn-cd"]  # the fine-tuned formula too
     assert all(len(v) == 2 for v in data["ppl"]["256"].values())  # the same two documents
+    capsys.readouterr()
+    # the fine-tuned pair alone (no classic row): the formula's run is the reference, and its
+    # rows come from the store
+    assert main([*base, "--lengths", "256", "--classic", ""]) == 0
+    assert "0 measurements made now" in capsys.readouterr().out
+    alone = json.loads((tmp_path / "t.json").read_text())["validation"]
+    assert alone["rows"] == ["ft-searched", "ft-yarn-cd"] and alone["classic"] == ["ft-yarn-cd"]
+    assert alone["ppl"]["256"]["ft-searched"] == data["ppl"]["256"]["ft-searched"]
     # inside the trained window (64): the base model as it is against the fine-tuned ones
     assert main([*base, "--lengths", "64", "--classic", "none"]) == 0
     data = json.loads((tmp_path / "t.json").read_text())["validation"]
