@@ -34,6 +34,8 @@ EXAMPLES = """examples:
   # then inside the trained window against the base model (the short context kept)
   longrope-opt validate --study-name extend-smollm2-135m-65536 --models ft-searched --models ft-yarn-cd --corpus ./prose/ --lengths 64k --docs 3
   longrope-opt validate --models ft-searched --models ft-yarn-cd --classic none --corpus ./prose/ --lengths 4k --docs 5 --keys 0
+  # the fine-tuned pair alone on more documents (the rows stored before are read, not measured)
+  longrope-opt validate --models ft-searched --models ft-yarn-cd --classic '' --corpus ./prose/ --lengths 64k --docs 5 --keys 0
 
 Every number is stored in the storage as it is made (keyed by model, text, length and
 scaling): a rerun measures nothing twice, and an interruption loses one forward at most.
@@ -82,7 +84,8 @@ def add_parser(sub: Any) -> None:
                       "length, else 16384)")  # fmt: skip
     text.add_argument("--classic", default=",".join(("none", "pi", "ntk", "yarn", "yarn-cd", "ntk-cd")),
                       help="the classic rows, comma-separated (default all: none,pi,ntk,yarn,"
-                      "yarn-cd,ntk-cd); the best of them is the reference")  # fmt: skip
+                      "yarn-cd,ntk-cd); the best of them is the reference; '' with --models: "
+                      "the fine-tuned models alone, one fine-tuned from a formula the reference")  # fmt: skip
     text.add_argument("--keys", type=int, default=20, metavar="N",
                       help="passkey prompts per length (default 20; 0: none)")  # fmt: skip
     add_passkey_form_flag(text, default="single")
