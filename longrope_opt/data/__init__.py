@@ -8,12 +8,14 @@ from longrope_opt.data._samples import check_source
 from longrope_opt.data._samples import load_samples
 from longrope_opt.data._samples import split_sources
 from longrope_opt.data._sources import PERL_DOC
+from longrope_opt.data._sources import TEXT_SUFFIXES
 from longrope_opt.data._sources import builtin_documents
 from longrope_opt.data._sources import builtin_packages
 
 
 __all__ = [
     "PERL_DOC",
+    "TEXT_SUFFIXES",
     "BUILTIN_KINDS",
     "Samples",
     "builtin_documents",

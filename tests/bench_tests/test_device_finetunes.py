@@ -83,8 +83,8 @@ def test_run_f_commands_are_the_clis_and_judge_each_pair_alike(tmp_path) -> None
 def test_the_carried_training_text_gives_the_same_windows(tmp_path) -> None:
     from bench.device.pack import TRAIN_SUFFIXES
     from bench.device.pack import copy_train
+    from longrope_opt.data import TEXT_SUFFIXES
     from longrope_opt.data import load_samples
-    from longrope_opt.data._sources import TEXT_SUFFIXES
     from longrope_opt.models import load_tokenizer
 
     assert TRAIN_SUFFIXES == TEXT_SUFFIXES  # pack.py runs without the package: held equal here
