@@ -22,7 +22,7 @@ def merge_validations(parts: Sequence[Validation], *, classic: Sequence[str] = (
 
     Args:
         parts: Validations of the same documents, lengths, passkey prompts and form.
-        classic: Rows of later parts that count as formula rows (a model fine-tuned from a
+        classic: Rows of the parts that count as formula rows (a model fine-tuned from a
             formula): the reference is the best of these and the first part's classic rows.
 
     Raises:
@@ -44,8 +44,7 @@ def merge_validations(parts: Sequence[Validation], *, classic: Sequence[str] = (
     twice = sorted({r for r in rows if rows.count(r) > 1})
     if twice:
         raise InvalidArgumentError(f"row {twice[0]!r} is in two validations: rename one.")
-    later = {r for part in parts[1:] for r in part.rows}
-    unknown = [c for c in classic if c not in later]
+    unknown = [c for c in classic if c not in rows]
     if unknown:
         raise InvalidArgumentError(f"`classic` names no merged row: {unknown[0]!r}.")
 
@@ -55,7 +54,7 @@ def merge_validations(parts: Sequence[Validation], *, classic: Sequence[str] = (
 
     return Validation(
         lengths=list(first.lengths), documents=list(first.documents), keys=first.keys,
-        passkey_seed=first.passkey_seed, rows=rows, classic=[*first.classic, *classic],
+        passkey_seed=first.passkey_seed, rows=rows, classic=list(dict.fromkeys([*first.classic, *classic])),
         sources={k: v for part in parts for k, v in part.sources.items()},
         ppl=joined("ppl"), passkey=joined("passkey"), depths=dict(first.depths),
         paths=joined("paths"), path=first.path,

@@ -181,35 +181,35 @@ def validate_candidates(
     tokenizer = load_tokenizer(model)  # seconds: the corpus is checked before the weights
     documents = load_samples(corpus, tokenizer, max(lengths), docs, seed, exclude=exclude,
                              windows=windows)  # fmt: skip
-    lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn,
-                               trained_length=trained_length)  # fmt: skip
     if not store and held is None:
         held = make_storage(url)
     backend = _open_store(store) if store else held
-    kept = MeasurementStore(backend,
-                            path=measurement_path(lm, dtype),
-                            reuse_other_paths=not remeasure_other_paths)  # fmt: skip
-    validation = validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
-                          keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
-                          progress=progress, passkey_form=passkey_form)  # fmt: skip
-    if models:
+    parts, formulas = [], []
+    if candidates or classic:  # rows of the base model (fine-tuned models alone need none)
+        lm, tokenizer = load_model(model, dtype=dtype, device=device, attn=attn,
+                                   trained_length=trained_length)  # fmt: skip
+        kept = MeasurementStore(backend,
+                                path=measurement_path(lm, dtype),
+                                reuse_other_paths=not remeasure_other_paths)  # fmt: skip
+        parts.append(validate(lm, tokenizer, candidates, documents, lengths=lengths, store=kept,
+                              keys=keys, doc_ids=documents.doc_ids, classic=list(classic),
+                              progress=progress, passkey_form=passkey_form))  # fmt: skip
         del lm  # one model in memory at a time
-        parts, formulas = [validation], []
-        for path in models:
-            name = Path(path).name
-            lm, own = load_model(path, dtype=dtype, device=device, attn=attn)
-            if own.get_vocab() != tokenizer.get_vocab():
-                raise InvalidArgumentError(f"`models` {path!r} has another tokenizer than the "
-                                           "base model: its rows would read other tokens.")  # fmt: skip
-            if finetuned_from_formula(lm.config):
-                formulas.append(name)
-            at = MeasurementStore(backend, path=measurement_path(lm, dtype),
-                                  reuse_other_paths=not remeasure_other_paths)  # fmt: skip
-            parts.append(validate(lm, own, [Row(name, None, source=f"model {path}")], documents,
-                                  lengths=lengths, store=at, keys=keys, doc_ids=documents.doc_ids,
-                                  classic=False, progress=progress, passkey_form=passkey_form))  # fmt: skip
-            del lm
-        validation = merge_validations(parts, classic=formulas)
+    for path in models:
+        name = Path(path).name
+        lm, own = load_model(path, dtype=dtype, device=device, attn=attn)
+        if own.get_vocab() != tokenizer.get_vocab():
+            raise InvalidArgumentError(f"`models` {path!r} has another tokenizer than the "
+                                       "base model: its rows would read other tokens.")  # fmt: skip
+        if finetuned_from_formula(lm.config):
+            formulas.append(name)
+        at = MeasurementStore(backend, path=measurement_path(lm, dtype),
+                              reuse_other_paths=not remeasure_other_paths)  # fmt: skip
+        parts.append(validate(lm, own, [Row(name, None, source=f"model {path}")], documents,
+                              lengths=lengths, store=at, keys=keys, doc_ids=documents.doc_ids,
+                              classic=False, progress=progress, passkey_form=passkey_form))  # fmt: skip
+        del lm
+    validation = merge_validations(parts, classic=formulas) if len(parts) > 1 else parts[0]
     summary = summarize(validation, margin=margin)
     table = format_summary(summary)
     files: list[str] = []
